@@ -1,0 +1,1 @@
+"""Extractors: turn sources (code, git history, decision records, incidents, ownership) into graph facts."""

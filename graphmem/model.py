@@ -1,0 +1,496 @@
+"""The graph model: node kinds and their keys, relationship types, provenance, validity, chunks.
+
+Every store, extractor and retriever speaks these types. Keys follow SPEC.md (``service:billing``,
+``sym:billing/api.py::Handler.post``, ...); the kind of a node is read off its key prefix, so a key
+alone says what it names.
+
+Validity: a node or relationship is *open* while ``valid_to`` is ``None``. A fact that stops holding
+(a deleted function, a call that disappeared) is *closed* by setting ``valid_to``; it is kept, so
+questions "as of" an earlier time still see it. Upserting a closed element reopens it.
+
+Property values are what both Neo4j and JSON can hold: ``str``, ``int``, ``float``, ``bool``, or a
+list of one of those. ``None`` removes a property on upsert.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from enum import Enum
+from typing import Union
+
+from graphmem.errors import ModelError
+
+Scalar = Union[str, int, float, bool]
+PropValue = Union[Scalar, list]
+Props = dict[str, PropValue]
+
+
+class NodeKind(str, Enum):
+    """What a node is. ``prefix`` starts its keys; ``label`` is its Neo4j label."""
+
+    SERVICE = "service"
+    FILE = "file"
+    SYMBOL = "symbol"
+    COMMIT = "commit"
+    PERSON = "person"
+    TEAM = "team"
+    DECISION = "decision"
+    INCIDENT = "incident"
+    TICKET = "ticket"
+    DOCUMENT = "document"
+    ENTITY = "entity"
+
+    @property
+    def label(self) -> str:
+        return self.value.capitalize()
+
+    @property
+    def prefix(self) -> str:
+        return _PREFIXES[self] + ":"
+
+
+_PREFIXES: dict[NodeKind, str] = {k: k.value for k in NodeKind} | {
+    NodeKind.SYMBOL: "sym",
+    NodeKind.DECISION: "adr",
+    NodeKind.DOCUMENT: "doc",
+}
+KIND_BY_PREFIX: dict[str, NodeKind] = {p: k for k, p in _PREFIXES.items()}
+KIND_BY_LABEL: dict[str, NodeKind] = {k.label: k for k in NodeKind}
+
+# The label every graphmem node carries in Neo4j besides its kind's label; lookups go through it.
+NODE_LABEL = "Node"
+
+_ANY = frozenset(NodeKind)
+_CODE = frozenset({NodeKind.FILE, NodeKind.SYMBOL})
+_DOCS = frozenset({NodeKind.DECISION, NodeKind.INCIDENT, NodeKind.DOCUMENT, NodeKind.TICKET})
+_OWNERS = frozenset({NodeKind.TEAM, NodeKind.PERSON})
+
+
+class RelType(str, Enum):
+    """Relationship types. Each names the node kinds it may join (see ``REL_ENDPOINTS``)."""
+
+    CONTAINS = "CONTAINS"  # service -> file, file -> symbol, symbol -> nested symbol
+    IMPORTS = "IMPORTS"  # file -> file / symbol it imports
+    CALLS = "CALLS"  # symbol -> symbol (or file for module-level code)
+    INHERITS = "INHERITS"  # class -> base class, struct/class -> interface it implements
+    DEPENDS_ON = "DEPENDS_ON"  # service -> service
+    OWNS = "OWNS"  # team / person -> file, service, symbol
+    MEMBER_OF = "MEMBER_OF"  # person -> team
+    AUTHORED = "AUTHORED"  # person -> commit
+    PARENT = "PARENT"  # commit -> parent commit
+    CHANGED = "CHANGED"  # commit -> file
+    MODIFIED = "MODIFIED"  # commit -> symbol whose lines the commit touched
+    REFERENCES = "REFERENCES"  # commit / document -> decision, incident, ticket, document
+    FIXES = "FIXES"  # commit -> incident / ticket it fixes
+    SUPERSEDES = "SUPERSEDES"  # decision -> the decision it replaces
+    DECIDED = "DECIDED"  # person / team -> decision they took
+    MENTIONS = "MENTIONS"  # document -> anything its text names
+    AFFECTED = "AFFECTED"  # incident -> service / symbol it hit
+    CAUSED_BY = "CAUSED_BY"  # incident -> commit (or symbol) that triggered it
+    RESOLVED_BY = "RESOLVED_BY"  # incident -> commit that resolved it
+    IMPLEMENTS = "IMPLEMENTS"  # file / symbol / commit -> decision it carries out
+    RELATED_TO = "RELATED_TO"  # entity -> entity (extracted relations; predicate in props)
+
+
+REL_ENDPOINTS: dict[RelType, tuple[frozenset[NodeKind], frozenset[NodeKind]]] = {
+    RelType.CONTAINS: (frozenset({NodeKind.SERVICE, NodeKind.FILE, NodeKind.SYMBOL}), _CODE),
+    RelType.IMPORTS: (_CODE, _CODE | {NodeKind.SERVICE}),
+    RelType.CALLS: (_CODE, _CODE),
+    RelType.INHERITS: (frozenset({NodeKind.SYMBOL}), frozenset({NodeKind.SYMBOL})),
+    RelType.DEPENDS_ON: (frozenset({NodeKind.SERVICE}), frozenset({NodeKind.SERVICE})),
+    RelType.OWNS: (_OWNERS, frozenset({NodeKind.SERVICE}) | _CODE),
+    RelType.MEMBER_OF: (frozenset({NodeKind.PERSON}), frozenset({NodeKind.TEAM})),
+    RelType.AUTHORED: (frozenset({NodeKind.PERSON}), frozenset({NodeKind.COMMIT}) | _DOCS),
+    RelType.PARENT: (frozenset({NodeKind.COMMIT}), frozenset({NodeKind.COMMIT})),
+    RelType.CHANGED: (frozenset({NodeKind.COMMIT}), frozenset({NodeKind.FILE})),
+    RelType.MODIFIED: (frozenset({NodeKind.COMMIT}), frozenset({NodeKind.SYMBOL})),
+    RelType.REFERENCES: (frozenset({NodeKind.COMMIT}) | _DOCS | _CODE, _DOCS | {NodeKind.COMMIT}),
+    RelType.FIXES: (frozenset({NodeKind.COMMIT}), frozenset({NodeKind.INCIDENT, NodeKind.TICKET})),
+    RelType.SUPERSEDES: (frozenset({NodeKind.DECISION}), frozenset({NodeKind.DECISION})),
+    RelType.DECIDED: (_OWNERS, frozenset({NodeKind.DECISION})),
+    RelType.MENTIONS: (_DOCS | {NodeKind.COMMIT} | _CODE, _ANY),
+    RelType.AFFECTED: (frozenset({NodeKind.INCIDENT}), frozenset({NodeKind.SERVICE}) | _CODE),
+    RelType.CAUSED_BY: (frozenset({NodeKind.INCIDENT}), frozenset({NodeKind.COMMIT}) | _CODE),
+    RelType.RESOLVED_BY: (frozenset({NodeKind.INCIDENT}), frozenset({NodeKind.COMMIT})),
+    RelType.IMPLEMENTS: (_CODE | {NodeKind.COMMIT, NodeKind.SERVICE}, frozenset({NodeKind.DECISION})),
+    RelType.RELATED_TO: (_ANY, _ANY),
+}
+
+# Property names the stores manage themselves; extractors may not set them through ``props``.
+PROVENANCE_FIELDS = (
+    "source_path",
+    "source_commit",
+    "extractor",
+    "extractor_version",
+    "confidence",
+    "ingested_at",
+)
+RESERVED_PROPS = frozenset(
+    {"project", "key", "kind", "name", "sources", "valid_from", "valid_to", "src", "dst", "type"}
+    | set(PROVENANCE_FIELDS)
+)
+
+
+# --- time ---------------------------------------------------------------------------------------
+
+
+def to_iso(when: datetime | str | None = None) -> str:
+    """UTC timestamp in one fixed-width form, so that strings compare in time order.
+
+    ``2025-03-01T12:00:00.000000Z``; a naive datetime is taken as UTC.
+    """
+    if when is None:
+        when = datetime.now(timezone.utc)
+    elif isinstance(when, str):
+        text = when.strip()
+        if text.endswith("Z"):
+            text = text[:-1] + "+00:00"
+        try:
+            when = datetime.fromisoformat(text)
+        except ValueError as exc:
+            raise ModelError(f"not an ISO-8601 time: {when!r}") from exc
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def now_iso() -> str:
+    """The current time as :func:`to_iso` writes it."""
+    return to_iso(None)
+
+
+# --- keys ---------------------------------------------------------------------------------------
+
+_PROJECT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+_SHA_RE = re.compile(r"^[0-9a-f]{40}$")
+_ADR_RE = re.compile(r"^(?:adr[-_ ]?)?0*(\d+)$", re.IGNORECASE)
+
+
+def check_project(name: str) -> str:
+    """A project name is a short identifier that is also safe as a directory name."""
+    if not isinstance(name, str) or not _PROJECT_RE.match(name):
+        raise ModelError(
+            f"invalid project name {name!r}: use 1-64 letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit"
+        )
+    return name
+
+
+def project_from_path(path: str) -> str:
+    """The default project name for an ingested folder: its name, made safe."""
+    base = re.sub(r"[^A-Za-z0-9._-]+", "-", path.rstrip("/").split("/")[-1]).strip("-._")
+    return check_project(base[:64] or "default")
+
+
+def normalise_name(name: str) -> str:
+    """Lower case, single spaces: the form names take inside entity keys."""
+    return " ".join(name.casefold().split())
+
+
+def _posix(path: str) -> str:
+    path = path.replace("\\", "/")
+    while path.startswith("./"):
+        path = path[2:]
+    if not path or path.startswith("/") or ".." in path.split("/"):
+        raise ModelError(f"path must be relative to the ingested root: {path!r}")
+    return path
+
+
+def service_key(name: str) -> str:
+    return "service:" + name.strip()
+
+
+def file_key(path: str) -> str:
+    return "file:" + _posix(path)
+
+
+def symbol_key(path: str, qualname: str) -> str:
+    if not qualname:
+        raise ModelError("a symbol needs a qualified name")
+    return f"sym:{_posix(path)}::{qualname}"
+
+
+def commit_key(sha: str) -> str:
+    sha = sha.strip().lower()
+    if not _SHA_RE.match(sha):
+        raise ModelError(f"a commit key needs the full 40-hex sha, got {sha!r}")
+    return "commit:" + sha
+
+
+def person_key(email: str) -> str:
+    return "person:" + email.strip().lower()
+
+
+def team_key(name: str) -> str:
+    return "team:" + name.strip().lstrip("@")
+
+
+def adr_key(number: int | str) -> str:
+    """``adr:5`` for 5, "5", "0005" or "ADR-0005"."""
+    match = _ADR_RE.match(str(number).strip())
+    if not match:
+        raise ModelError(f"not a decision record number: {number!r}")
+    return f"adr:{int(match.group(1))}"
+
+
+def incident_key(ident: str) -> str:
+    return "incident:" + ident.strip().upper()
+
+
+def ticket_key(ident: str) -> str:
+    return "ticket:" + ident.strip().upper()
+
+
+def doc_key(path_or_id: str) -> str:
+    return "doc:" + path_or_id.strip()
+
+
+def entity_key(entity_type: str, name: str) -> str:
+    return f"entity:{normalise_name(entity_type)}:{normalise_name(name)}"
+
+
+def kind_of(key: str) -> NodeKind:
+    """The node kind a key names, from its prefix."""
+    prefix, sep, rest = key.partition(":")
+    kind = KIND_BY_PREFIX.get(prefix)
+    if kind is None or not sep or not rest:
+        raise ModelError(f"not a graphmem key: {key!r} (expected e.g. 'service:billing')")
+    return kind
+
+
+def symbol_parts(key: str) -> tuple[str, str]:
+    """``(path, qualname)`` of a symbol key."""
+    if not key.startswith("sym:") or "::" not in key:
+        raise ModelError(f"not a symbol key: {key!r}")
+    path, _, qual = key[4:].partition("::")
+    return path, qual
+
+
+def key_contains(outer: str, inner: str) -> bool:
+    """Whether ``inner`` equals ``outer`` or lies inside it (symbol in file, method in class)."""
+    if inner == outer:
+        return True
+    if outer.startswith("file:") and inner.startswith("sym:"):
+        return inner[4:].partition("::")[0] == outer[5:]
+    if outer.startswith("sym:") and inner.startswith("sym:"):
+        return inner.startswith(outer + ".")
+    return False
+
+
+# --- elements -----------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Provenance:
+    """Where a fact came from."""
+
+    source_path: str
+    extractor: str
+    extractor_version: str = "1"
+    source_commit: str | None = None
+    confidence: float = 1.0
+    ingested_at: str | None = None
+
+    def as_props(self) -> Props:
+        out: Props = {
+            "source_path": self.source_path,
+            "extractor": self.extractor,
+            "extractor_version": self.extractor_version,
+            "confidence": float(self.confidence),
+        }
+        if self.source_commit is not None:
+            out["source_commit"] = self.source_commit
+        if self.ingested_at is not None:
+            out["ingested_at"] = self.ingested_at
+        return out
+
+    @classmethod
+    def from_props(cls, props: Mapping[str, object]) -> Provenance:
+        return cls(
+            source_path=str(props.get("source_path", "")),
+            extractor=str(props.get("extractor", "")),
+            extractor_version=str(props.get("extractor_version", "")),
+            source_commit=props.get("source_commit"),  # type: ignore[arg-type]
+            confidence=float(props.get("confidence", 1.0)),  # type: ignore[arg-type]
+            ingested_at=props.get("ingested_at"),  # type: ignore[arg-type]
+        )
+
+
+@dataclass(slots=True)
+class Node:
+    """A typed node. ``kind`` follows from the key; ``props`` holds the domain properties."""
+
+    key: str
+    name: str
+    provenance: Provenance
+    props: Props = field(default_factory=dict)
+    valid_from: str | None = None
+    valid_to: str | None = None
+    sources: tuple[str, ...] = ()
+
+    @property
+    def kind(self) -> NodeKind:
+        return kind_of(self.key)
+
+    @property
+    def is_open(self) -> bool:
+        return self.valid_to is None
+
+    def valid_at(self, when: str | None) -> bool:
+        return _valid_at(self.valid_from, self.valid_to, when)
+
+
+@dataclass(slots=True)
+class Relationship:
+    """A typed, directed relationship; ``(src, type, dst)`` identifies it within a project."""
+
+    src: str
+    type: RelType
+    dst: str
+    provenance: Provenance
+    props: Props = field(default_factory=dict)
+    valid_from: str | None = None
+    valid_to: str | None = None
+    sources: tuple[str, ...] = ()
+
+    @property
+    def ident(self) -> tuple[str, str, str]:
+        return (self.src, self.type.value, self.dst)
+
+    @property
+    def is_open(self) -> bool:
+        return self.valid_to is None
+
+    def valid_at(self, when: str | None) -> bool:
+        return _valid_at(self.valid_from, self.valid_to, when)
+
+
+@dataclass(slots=True)
+class Chunk:
+    """A passage of text for BM25 and vector search, belonging to one node.
+
+    ``id`` is a stable 63-bit integer derived from the node key and the ordinal, so the FAISS
+    index can name a chunk without a lookup table.
+    """
+
+    node_key: str
+    ordinal: int
+    text: str
+    kind: str
+    provenance: Provenance
+    start_line: int | None = None
+    end_line: int | None = None
+    id: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.id:
+            self.id = chunk_id(self.node_key, self.ordinal)
+
+    @property
+    def content_hash(self) -> str:
+        return hashlib.blake2b(self.text.encode("utf-8"), digest_size=16).hexdigest()
+
+
+def chunk_id(node_key: str, ordinal: int) -> int:
+    """Stable positive 63-bit id of a node's n-th chunk (FAISS ids are signed 64-bit)."""
+    digest = hashlib.blake2b(f"{node_key}#{ordinal}".encode(), digest_size=8).digest()
+    return (int.from_bytes(digest, "big") & 0x7FFF_FFFF_FFFF_FFFF) or 1
+
+
+def _valid_at(valid_from: str | None, valid_to: str | None, when: str | None) -> bool:
+    if when is None:
+        return valid_to is None
+    if valid_from is not None and valid_from > when:
+        return False
+    return valid_to is None or valid_to > when
+
+
+# --- validation ---------------------------------------------------------------------------------
+
+
+def check_props(props: Mapping[str, object], where: str) -> Props:
+    """Reject values neither Neo4j nor JSON can hold the same way, and reserved names."""
+    for name, value in props.items():
+        if name in RESERVED_PROPS:
+            raise ModelError(f"{where}: property {name!r} is managed by graphmem")
+        if value is None or isinstance(value, (str, bool, int, float)):
+            continue
+        if isinstance(value, (list, tuple)):
+            types = {type(v) for v in value}
+            if len(types) > 1 or not types <= {str, int, float, bool}:
+                raise ModelError(f"{where}: list property {name!r} must hold one scalar type")
+            continue
+        raise ModelError(f"{where}: property {name!r} has unsupported type {type(value).__name__}")
+    return dict(props)  # type: ignore[arg-type]
+
+
+def check_node(node: Node) -> Node:
+    kind_of(node.key)
+    if not node.provenance.source_path or not node.provenance.extractor:
+        raise ModelError(f"{node.key}: provenance needs a source path and an extractor")
+    check_props(node.props, node.key)
+    return node
+
+
+def check_relationship(rel: Relationship, *, strict_endpoints: bool = True) -> Relationship:
+    if not isinstance(rel.type, RelType):
+        try:
+            rel.type = RelType(rel.type)
+        except ValueError as exc:
+            raise ModelError(f"unknown relationship type {rel.type!r}") from exc
+    src_kind, dst_kind = kind_of(rel.src), kind_of(rel.dst)
+    if strict_endpoints:
+        allowed_src, allowed_dst = REL_ENDPOINTS[rel.type]
+        if src_kind not in allowed_src or dst_kind not in allowed_dst:
+            raise ModelError(
+                f"{rel.type.value} cannot join {src_kind.name.lower()} {rel.src!r} "
+                f"to {dst_kind.name.lower()} {rel.dst!r}"
+            )
+    if not rel.provenance.source_path or not rel.provenance.extractor:
+        raise ModelError(f"{rel.ident}: provenance needs a source path and an extractor")
+    check_props(rel.props, f"{rel.src} -{rel.type.value}-> {rel.dst}")
+    return rel
+
+
+__all__ = [
+    "Chunk",
+    "KIND_BY_LABEL",
+    "KIND_BY_PREFIX",
+    "NODE_LABEL",
+    "Node",
+    "NodeKind",
+    "PROVENANCE_FIELDS",
+    "Props",
+    "Provenance",
+    "REL_ENDPOINTS",
+    "RESERVED_PROPS",
+    "RelType",
+    "Relationship",
+    "adr_key",
+    "check_node",
+    "check_project",
+    "check_props",
+    "check_relationship",
+    "chunk_id",
+    "commit_key",
+    "doc_key",
+    "entity_key",
+    "file_key",
+    "incident_key",
+    "key_contains",
+    "kind_of",
+    "normalise_name",
+    "now_iso",
+    "person_key",
+    "project_from_path",
+    "service_key",
+    "symbol_key",
+    "symbol_parts",
+    "team_key",
+    "ticket_key",
+    "to_iso",
+]

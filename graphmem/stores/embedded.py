@@ -1,0 +1,527 @@
+"""The embedded store: a networkx graph in memory, SQLite (WAL) on disk.
+
+Layout: ``<home>/<project>/graph.sqlite``. SQLite is the durable log: each ``upsert`` or close is
+one transaction, so a process killed mid-batch leaves every earlier batch intact and none of the
+interrupted one. On open the tables are loaded into a ``networkx.MultiDiGraph`` (edge key = the
+relationship type), which serves every read. Chunks stay on disk only.
+
+Several processes may use one home: writes take SQLite's write lock, and every call first checks
+``PRAGMA data_version`` so a graph changed by another process is reloaded before it is read.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from contextlib import contextmanager
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+
+import networkx as nx
+import orjson
+
+from graphmem.errors import StoreError, StoreUnavailable
+from graphmem.model import (
+    KIND_BY_PREFIX,
+    PROVENANCE_FIELDS,
+    Chunk,
+    Node,
+    NodeKind,
+    Provenance,
+    Relationship,
+    RelType,
+    check_project,
+    now_iso,
+    to_iso,
+)
+from graphmem.stores.base import Counts, Direction, Edge, Step, TraversalMixin, WriteSummary
+from graphmem.stores.batch import element_sources, merge_props, prepare_batch
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS nodes (
+    key TEXT PRIMARY KEY, name TEXT NOT NULL, props BLOB NOT NULL, sources BLOB NOT NULL,
+    valid_from TEXT, valid_to TEXT
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS rels (
+    src TEXT NOT NULL, type TEXT NOT NULL, dst TEXT NOT NULL, props BLOB NOT NULL,
+    sources BLOB NOT NULL, valid_from TEXT, valid_to TEXT,
+    PRIMARY KEY (src, type, dst)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS chunks (
+    id INTEGER PRIMARY KEY, node_key TEXT NOT NULL, ordinal INTEGER NOT NULL, kind TEXT NOT NULL,
+    text TEXT NOT NULL, start_line INTEGER, end_line INTEGER, source_path TEXT NOT NULL,
+    provenance BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS chunks_by_node ON chunks (node_key);
+CREATE INDEX IF NOT EXISTS chunks_by_source ON chunks (source_path);
+CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS source_states (path TEXT PRIMARY KEY, hash TEXT NOT NULL) WITHOUT ROWID;
+"""
+
+_PROV = frozenset(PROVENANCE_FIELDS)
+_RELTYPES = {t.value: t for t in RelType}
+RelIdent = tuple[str, str, str]
+
+
+def _split_props(stored: dict) -> tuple[dict, Provenance]:
+    props = {k: v for k, v in stored.items() if k not in _PROV}
+    return props, Provenance.from_props(stored)
+
+
+def _stored_props(props: dict, provenance: Provenance) -> bytes:
+    return orjson.dumps({**props, **provenance.as_props()})
+
+
+class EmbeddedStore(TraversalMixin):
+    """A project's graph in ``<home>/<project>``, with no server."""
+
+    def __init__(self, home: str | Path, project: str) -> None:
+        self._project = check_project(project)
+        self._dir = Path(home).expanduser() / project
+        self._db: sqlite3.Connection | None = None
+        self._version: int | None = None
+        self._graph = nx.MultiDiGraph()
+        # source path -> node keys / relationship idents that list it among their sources
+        self._node_sources: dict[str, set[str]] = {}
+        self._rel_sources: dict[str, set[RelIdent]] = {}
+        self._lock = threading.RLock()
+
+    # --- connection and loading -----------------------------------------------------------------
+
+    @property
+    def project(self) -> str:
+        return self._project
+
+    @property
+    def path(self) -> Path:
+        """The directory holding this project's files (indexes live beside the graph here)."""
+        return self._dir
+
+    def _conn(self) -> sqlite3.Connection:
+        if self._db is None:
+            try:
+                self._dir.mkdir(parents=True, exist_ok=True)
+                db = sqlite3.connect(self._dir / "graph.sqlite", timeout=60, isolation_level=None,
+                                     check_same_thread=False)
+                db.execute("PRAGMA journal_mode=WAL")
+                # NORMAL in WAL mode: a committed transaction survives a killed process.
+                db.execute("PRAGMA synchronous=NORMAL")
+                db.executescript(SCHEMA)
+            except (OSError, sqlite3.Error) as exc:
+                raise StoreUnavailable(f"cannot open the embedded store in {self._dir}: {exc}") from exc
+            self._db = db
+        return self._db
+
+    def _sync(self) -> sqlite3.Connection:
+        """The connection, after reloading the graph if another connection changed it."""
+        db = self._conn()
+        version = db.execute("PRAGMA data_version").fetchone()[0]
+        if version != self._version:
+            self._load(db)
+            self._version = version
+        return db
+
+    def _load(self, db: sqlite3.Connection) -> None:
+        graph = nx.MultiDiGraph()
+        node_sources: dict[str, set[str]] = {}
+        rel_sources: dict[str, set[RelIdent]] = {}
+        loads = orjson.loads
+        for key, name, props, sources, vfrom, vto in db.execute("SELECT * FROM nodes"):
+            plain, prov = _split_props(loads(props))
+            srcs = tuple(loads(sources))
+            graph.add_node(key, n=Node(key, name, prov, plain, vfrom, vto, srcs))
+            for s in srcs:
+                node_sources.setdefault(s, set()).add(key)
+        for src, typ, dst, props, sources, vfrom, vto in db.execute("SELECT * FROM rels"):
+            plain, prov = _split_props(loads(props))
+            srcs = tuple(loads(sources))
+            rel = Relationship(src, _RELTYPES[typ], dst, prov, plain, vfrom, vto, srcs)
+            graph.add_edge(src, dst, key=typ, r=rel)
+            for s in srcs:
+                rel_sources.setdefault(s, set()).add((src, typ, dst))
+        self._graph, self._node_sources, self._rel_sources = graph, node_sources, rel_sources
+
+    def _write(self, db: sqlite3.Connection, work) -> None:  # type: ignore[no-untyped-def]
+        """Run ``work(db)`` in one IMMEDIATE transaction against an up-to-date graph."""
+        try:
+            db.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            raise StoreError(f"the embedded store is locked by another process: {exc}") from exc
+        try:
+            version = db.execute("PRAGMA data_version").fetchone()[0]
+            if version != self._version:
+                self._load(db)
+                self._version = version
+            apply = work(db)
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        apply()  # the in-memory graph changes only once the transaction is durable
+
+    def ensure_schema(self) -> None:
+        self._conn()
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+            self._version = None
+
+    def __enter__(self) -> EmbeddedStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- writes ---------------------------------------------------------------------------------
+
+    def upsert(
+        self,
+        nodes: Iterable[Node] = (),
+        rels: Iterable[Relationship] = (),
+        chunks: Iterable[Chunk] = (),
+        *,
+        at: str | None = None,
+    ) -> WriteSummary:
+        at = to_iso(at) if at else now_iso()
+        batch = prepare_batch(nodes, rels, chunks, ingested_at=at)
+        summary = WriteSummary()
+        with self._lock:
+            db = self._conn()
+
+            def work(db: sqlite3.Connection):  # type: ignore[no-untyped-def]
+                graph = self._graph
+                new_nodes: list[Node] = []
+                for node in batch.nodes:
+                    old = graph.nodes[node.key]["n"] if node.key in graph else None
+                    srcs = element_sources(node)
+                    if old is None:
+                        merged = Node(node.key, node.name, node.provenance,
+                                      {k: v for k, v in node.props.items() if v is not None},
+                                      node.valid_from or at, node.valid_to, srcs)
+                    else:
+                        reopened = old.valid_to is not None
+                        merged = Node(
+                            node.key, node.name or old.name, node.provenance,
+                            merge_props(old.props, node.props),
+                            (node.valid_from or at) if reopened else old.valid_from,
+                            node.valid_to,
+                            old.sources + tuple(s for s in srcs if s not in old.sources),
+                        )
+                    new_nodes.append(merged)
+                batch_keys = {n.key for n in new_nodes}
+                new_rels: list[Relationship] = []
+                for rel in batch.rels:
+                    if not ((rel.src in graph or rel.src in batch_keys) and (rel.dst in graph or rel.dst in batch_keys)):
+                        summary.missing_endpoints += 1
+                        continue
+                    data = graph.get_edge_data(rel.src, rel.dst, key=rel.type.value) if rel.src in graph else None
+                    old_rel: Relationship | None = data["r"] if data else None
+                    srcs = element_sources(rel)
+                    if old_rel is None:
+                        merged_rel = Relationship(rel.src, rel.type, rel.dst, rel.provenance,
+                                                  {k: v for k, v in rel.props.items() if v is not None},
+                                                  rel.valid_from or at, rel.valid_to, srcs)
+                    else:
+                        reopened = old_rel.valid_to is not None
+                        merged_rel = Relationship(
+                            rel.src, rel.type, rel.dst, rel.provenance,
+                            merge_props(old_rel.props, rel.props),
+                            (rel.valid_from or at) if reopened else old_rel.valid_from,
+                            rel.valid_to,
+                            old_rel.sources + tuple(s for s in srcs if s not in old_rel.sources),
+                        )
+                    new_rels.append(merged_rel)
+                dumps = orjson.dumps
+                db.executemany(
+                    "INSERT OR REPLACE INTO nodes VALUES (?,?,?,?,?,?)",
+                    [(n.key, n.name, _stored_props(n.props, n.provenance), dumps(n.sources),
+                      n.valid_from, n.valid_to) for n in new_nodes],
+                )
+                db.executemany(
+                    "INSERT OR REPLACE INTO rels VALUES (?,?,?,?,?,?,?)",
+                    [(r.src, r.type.value, r.dst, _stored_props(r.props, r.provenance), dumps(r.sources),
+                      r.valid_from, r.valid_to) for r in new_rels],
+                )
+                db.executemany(
+                    "INSERT OR REPLACE INTO chunks VALUES (?,?,?,?,?,?,?,?,?)",
+                    [(c.id, c.node_key, c.ordinal, c.kind, c.text, c.start_line, c.end_line,
+                      c.provenance.source_path, dumps(c.provenance.as_props())) for c in batch.chunks],
+                )
+                summary.nodes, summary.rels, summary.chunks = len(new_nodes), len(new_rels), len(batch.chunks)
+
+                def apply() -> None:
+                    for n in new_nodes:
+                        graph.add_node(n.key, n=n)
+                        for s in n.sources:
+                            self._node_sources.setdefault(s, set()).add(n.key)
+                    for r in new_rels:
+                        graph.add_edge(r.src, r.dst, key=r.type.value, r=r)
+                        for s in r.sources:
+                            self._rel_sources.setdefault(s, set()).add(r.ident)
+
+                return apply
+
+            self._write(db, work)
+            self._version = db.execute("PRAGMA data_version").fetchone()[0]
+        return summary
+
+    def close_sources(self, paths: Iterable[str], *, at: str | None = None) -> WriteSummary:
+        return self._withdraw(set(paths), at=to_iso(at) if at else now_iso(), delete=False)
+
+    def remove_sources(self, paths: Iterable[str]) -> WriteSummary:
+        return self._withdraw(set(paths), at=now_iso(), delete=True)
+
+    def _withdraw(self, paths: set[str], *, at: str, delete: bool) -> WriteSummary:
+        summary = WriteSummary()
+        if not paths:
+            return summary
+        with self._lock:
+            db = self._conn()
+
+            def work(db: sqlite3.Connection):  # type: ignore[no-untyped-def]
+                graph = self._graph
+                node_updates: list[Node] = []  # sources shrunk, maybe closed
+                node_deletes: list[str] = []
+                rel_updates: dict[RelIdent, Relationship] = {}
+                rel_deletes: set[RelIdent] = set()
+                for key in sorted(set().union(*(self._node_sources.get(p, ()) for p in paths))):
+                    node: Node = graph.nodes[key]["n"]
+                    left = tuple(s for s in node.sources if s not in paths)
+                    if left:
+                        node_updates.append(Node(node.key, node.name, node.provenance, node.props,
+                                                 node.valid_from, node.valid_to, left))
+                    elif delete:
+                        node_deletes.append(key)
+                    else:
+                        closed = Node(node.key, node.name, node.provenance, node.props,
+                                      node.valid_from, node.valid_to or at, left)
+                        node_updates.append(closed)
+                        if node.valid_to is None:
+                            summary.closed_nodes += 1
+                            # A fact about a node that no longer holds cannot hold either.
+                            for u, v, t, d in list(graph.in_edges(key, keys=True, data=True)) + list(
+                                graph.out_edges(key, keys=True, data=True)
+                            ):
+                                r: Relationship = rel_updates.get((u, t, v)) or d["r"]
+                                if r.valid_to is None:
+                                    rel_updates[(u, t, v)] = Relationship(
+                                        r.src, r.type, r.dst, r.provenance, r.props, r.valid_from, at, r.sources)
+                                    summary.closed_rels += 1
+                for ident in sorted(set().union(*(self._rel_sources.get(p, ()) for p in paths))):
+                    src, typ, dst = ident
+                    r = rel_updates.get(ident) or graph.edges[src, dst, typ]["r"]
+                    left = tuple(s for s in r.sources if s not in paths)
+                    if left:
+                        rel_updates[ident] = Relationship(r.src, r.type, r.dst, r.provenance, r.props,
+                                                          r.valid_from, r.valid_to, left)
+                    elif delete:
+                        rel_deletes.add(ident)
+                        rel_updates.pop(ident, None)
+                    else:
+                        if r.valid_to is None:
+                            summary.closed_rels += 1
+                        rel_updates[ident] = Relationship(r.src, r.type, r.dst, r.provenance, r.props,
+                                                          r.valid_from, r.valid_to or at, left)
+                deleted_set = set(node_deletes)
+                for key in node_deletes:  # a deleted node takes its relationships with it
+                    for u, v, t in list(graph.in_edges(key, keys=True)) + list(graph.out_edges(key, keys=True)):
+                        rel_deletes.add((u, t, v))
+                        rel_updates.pop((u, t, v), None)
+                rel_updates = {i: r for i, r in rel_updates.items() if i[0] not in deleted_set and i[2] not in deleted_set}
+                dumps = orjson.dumps
+                db.executemany("UPDATE nodes SET sources=?, valid_to=? WHERE key=?",
+                               [(dumps(n.sources), n.valid_to, n.key) for n in node_updates])
+                db.executemany("DELETE FROM nodes WHERE key=?", [(k,) for k in node_deletes])
+                db.executemany("UPDATE rels SET sources=?, valid_to=? WHERE src=? AND type=? AND dst=?",
+                               [(dumps(r.sources), r.valid_to, *i) for i, r in rel_updates.items()])
+                db.executemany("DELETE FROM rels WHERE src=? AND type=? AND dst=?", sorted(rel_deletes))
+                cur = db.executemany("DELETE FROM chunks WHERE source_path=?", [(p,) for p in sorted(paths)])
+                summary.removed_chunks = cur.rowcount if cur.rowcount >= 0 else 0
+                summary.removed_nodes, summary.removed_rels = len(node_deletes), len(rel_deletes)
+
+                def apply() -> None:
+                    for n in node_updates:
+                        graph.nodes[n.key]["n"] = n
+                    for i, r in rel_updates.items():
+                        graph.edges[i[0], i[2], i[1]]["r"] = r
+                    for u, t, v in rel_deletes:
+                        if graph.has_edge(u, v, key=t):
+                            graph.remove_edge(u, v, key=t)
+                    graph.remove_nodes_from(node_deletes)
+                    for p in paths:
+                        self._node_sources.pop(p, None)
+                        self._rel_sources.pop(p, None)
+
+                return apply
+
+            self._write(db, work)
+            self._version = db.execute("PRAGMA data_version").fetchone()[0]
+        return summary
+
+    # --- reads ----------------------------------------------------------------------------------
+
+    def get_node(self, key: str) -> Node | None:
+        with self._lock:
+            self._sync()
+            data = self._graph.nodes.get(key)
+            return data["n"] if data else None
+
+    def get_nodes(self, keys: Iterable[str]) -> dict[str, Node]:
+        with self._lock:
+            self._sync()
+            nodes = self._graph.nodes
+            return {k: nodes[k]["n"] for k in keys if k in nodes}
+
+    def get_relationships(self, keys: Iterable[str], *, as_of: str | None = None) -> list[Relationship]:
+        with self._lock:
+            self._sync()
+            graph = self._graph
+            out: dict[RelIdent, Relationship] = {}
+            for key in keys:
+                if key not in graph:
+                    continue
+                for _, _, d in list(graph.out_edges(key, data=True)) + list(graph.in_edges(key, data=True)):
+                    r: Relationship = d["r"]
+                    if r.valid_at(as_of):
+                        out[r.ident] = r
+            return [out[i] for i in sorted(out)]
+
+    def incident_edges(
+        self,
+        keys: Sequence[str],
+        *,
+        rel_types: Sequence[str] | None = None,
+        direction: Direction = "both",
+        as_of: str | None = None,
+    ) -> list[Edge]:
+        with self._lock:
+            self._sync()
+            graph = self._graph
+            types = set(rel_types) if rel_types is not None else None
+            out: list[Edge] = []
+            for key in keys:
+                if key not in graph:
+                    continue
+                views = []
+                if direction in ("out", "both"):
+                    views.append(graph.out_edges(key, keys=True, data=True))
+                if direction in ("in", "both"):
+                    views.append(graph.in_edges(key, keys=True, data=True))
+                for view in views:
+                    for u, v, t, d in view:
+                        if types is not None and t not in types:
+                            continue
+                        r: Relationship = d["r"]
+                        other = v if u == key else u
+                        if not r.valid_at(as_of) or not graph.nodes[other]["n"].valid_at(as_of):
+                            continue
+                        out.append(Edge(key, Step(u, t, v), other))
+            return out
+
+    def iter_nodes(self, kinds: Iterable[NodeKind] | None = None, *, include_closed: bool = False) -> Iterator[Node]:
+        with self._lock:
+            self._sync()
+            wanted = {k.prefix for k in kinds} if kinds is not None else None
+            nodes = self._graph.nodes
+            selected = [
+                nodes[k]["n"] for k in nodes
+                if (wanted is None or k[: k.index(":") + 1] in wanted)
+                and (include_closed or nodes[k]["n"].valid_to is None)
+            ]
+        return iter(sorted(selected, key=lambda n: n.key))
+
+    def iter_rels(self, *, include_closed: bool = False) -> Iterator[Relationship]:
+        """Every relationship, in identity order."""
+        with self._lock:
+            self._sync()
+            rels = [d["r"] for _, _, d in self._graph.edges(data=True)
+                    if include_closed or d["r"].valid_to is None]
+        return iter(sorted(rels, key=lambda r: r.ident))
+
+    def _chunk_rows(self, sql: str, params: Sequence[object] = ()) -> list[Chunk]:
+        db = self._conn()
+        out = []
+        for cid, node_key, ordinal, kind, text, start, end, _src, prov in db.execute(sql, params):
+            out.append(Chunk(node_key, ordinal, text, kind, Provenance.from_props(orjson.loads(prov)),
+                             start, end, cid))
+        return out
+
+    def iter_chunks(self) -> Iterator[Chunk]:
+        with self._lock:
+            return iter(self._chunk_rows("SELECT * FROM chunks ORDER BY id"))
+
+    def get_chunks(self, node_keys: Iterable[str]) -> list[Chunk]:
+        keys = sorted(set(node_keys))
+        out: list[Chunk] = []
+        with self._lock:
+            for i in range(0, len(keys), 500):
+                part = keys[i: i + 500]
+                out += self._chunk_rows(
+                    f"SELECT * FROM chunks WHERE node_key IN ({','.join('?' * len(part))})", part)
+        return sorted(out, key=lambda c: (c.node_key, c.ordinal))
+
+    def chunk_ids(self) -> set[int]:
+        with self._lock:
+            return {row[0] for row in self._conn().execute("SELECT id FROM chunks")}
+
+    def counts(self) -> Counts:
+        with self._lock:
+            db = self._sync()
+            counts = Counts()
+            for key, data in self._graph.nodes(data=True):
+                if data["n"].valid_to is None:
+                    kind = KIND_BY_PREFIX[key[: key.index(":")]].value
+                    counts.nodes[kind] = counts.nodes.get(kind, 0) + 1
+                else:
+                    counts.closed_nodes += 1
+            for _, _, t, d in self._graph.edges(keys=True, data=True):
+                if d["r"].valid_to is None:
+                    counts.rels[t] = counts.rels.get(t, 0) + 1
+                else:
+                    counts.closed_rels += 1
+            counts.chunks = db.execute("SELECT count(*) FROM chunks").fetchone()[0]
+            return counts
+
+    # --- project state --------------------------------------------------------------------------
+
+    def get_meta(self, name: str) -> str | None:
+        with self._lock:
+            row = self._conn().execute("SELECT value FROM meta WHERE name=?", (name,)).fetchone()
+            return row[0] if row else None
+
+    def set_meta(self, values: dict[str, str | None]) -> None:
+        with self._lock, _transaction(self._conn()) as db:
+            db.executemany("DELETE FROM meta WHERE name=?", [(k,) for k, v in values.items() if v is None])
+            db.executemany("INSERT OR REPLACE INTO meta VALUES (?,?)",
+                           [(k, v) for k, v in values.items() if v is not None])
+
+    def source_states(self) -> dict[str, str]:
+        with self._lock:
+            return dict(self._conn().execute("SELECT path, hash FROM source_states"))
+
+    def set_source_states(self, states: dict[str, str | None]) -> None:
+        with self._lock, _transaction(self._conn()) as db:
+            db.executemany("DELETE FROM source_states WHERE path=?",
+                           [(k,) for k, v in states.items() if v is None])
+            db.executemany("INSERT OR REPLACE INTO source_states VALUES (?,?)",
+                           [(k, v) for k, v in states.items() if v is not None])
+
+    def drop_project(self) -> None:
+        with self._lock, _transaction(self._conn()) as db:
+            for table in ("nodes", "rels", "chunks", "meta", "source_states"):
+                db.execute(f"DELETE FROM {table}")  # noqa: S608 (fixed table names)
+        self._version = None
+
+
+@contextmanager
+def _transaction(db: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """One IMMEDIATE transaction: committed on success, rolled back on any error."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        yield db
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
