@@ -359,7 +359,8 @@ class Relationship:
 
     @property
     def ident(self) -> tuple[str, str, str]:
-        return (self.src, self.type.value, self.dst)
+        # ``_value_`` rather than ``value``: the enum property is slow on hot paths.
+        return (self.src, self.type._value_, self.dst)
 
     @property
     def is_open(self) -> bool:
@@ -412,47 +413,76 @@ def _valid_at(valid_from: str | None, valid_to: str | None, when: str | None) ->
 # --- validation ---------------------------------------------------------------------------------
 
 
-def check_props(props: Mapping[str, object], where: str) -> Props:
-    """Reject values neither Neo4j nor JSON can hold the same way, and reserved names."""
+_SCALARS = frozenset({str, int, float, bool})
+# Allowed endpoint key prefixes per relationship type name: plain strings, cheap to check.
+_ENDPOINT_PREFIXES = {
+    t._value_: (frozenset(_PREFIXES[k] for k in src), frozenset(_PREFIXES[k] for k in dst))
+    for t, (src, dst) in REL_ENDPOINTS.items()
+}
+
+
+def _describe(owner: object) -> str:
+    if isinstance(owner, Relationship):
+        return f"{owner.src} -{owner.type}-> {owner.dst}"
+    if isinstance(owner, Node):
+        return owner.key
+    return str(owner)
+
+
+def check_props(props: Mapping[str, object], owner: object) -> Props:
+    """Reject values neither Neo4j nor JSON can hold the same way, and reserved names.
+
+    ``owner`` (a node, relationship or description) only names the culprit in the error.
+    """
     for name, value in props.items():
         if name in RESERVED_PROPS:
-            raise ModelError(f"{where}: property {name!r} is managed by graphmem")
+            raise ModelError(f"{_describe(owner)}: property {name!r} is managed by graphmem")
         if value is None or isinstance(value, (str, bool, int, float)):
             continue
         if isinstance(value, (list, tuple)):
-            types = {type(v) for v in value}
-            if len(types) > 1 or not types <= {str, int, float, bool}:
-                raise ModelError(f"{where}: list property {name!r} must hold one scalar type")
+            first = type(value[0]) if value else str
+            if first not in _SCALARS or any(type(v) is not first for v in value):
+                raise ModelError(f"{_describe(owner)}: list property {name!r} must hold one scalar type")
             continue
-        raise ModelError(f"{where}: property {name!r} has unsupported type {type(value).__name__}")
+        raise ModelError(f"{_describe(owner)}: property {name!r} has unsupported type {type(value).__name__}")
     return dict(props)  # type: ignore[arg-type]
 
 
 def check_node(node: Node) -> Node:
+    """Raise :class:`ModelError` unless the node fits the model."""
     kind_of(node.key)
     if not node.provenance.source_path or not node.provenance.extractor:
         raise ModelError(f"{node.key}: provenance needs a source path and an extractor")
-    check_props(node.props, node.key)
+    if node.props:
+        check_props(node.props, node)
     return node
 
 
 def check_relationship(rel: Relationship, *, strict_endpoints: bool = True) -> Relationship:
+    """Raise :class:`ModelError` unless the relationship fits the model.
+
+    A type given as a string is converted to :class:`RelType` in place.
+    """
     if not isinstance(rel.type, RelType):
         try:
             rel.type = RelType(rel.type)
         except ValueError as exc:
             raise ModelError(f"unknown relationship type {rel.type!r}") from exc
-    src_kind, dst_kind = kind_of(rel.src), kind_of(rel.dst)
-    if strict_endpoints:
-        allowed_src, allowed_dst = REL_ENDPOINTS[rel.type]
-        if src_kind not in allowed_src or dst_kind not in allowed_dst:
+    src, dst = rel.src, rel.dst
+    src_prefix, dst_prefix = src[: src.find(":")], dst[: dst.find(":")]
+    allowed_src, allowed_dst = _ENDPOINT_PREFIXES[rel.type._value_]
+    if src_prefix not in allowed_src or dst_prefix not in allowed_dst:
+        src_kind, dst_kind = kind_of(src), kind_of(dst)  # raises for keys that are not keys at all
+        if strict_endpoints:
             raise ModelError(
-                f"{rel.type.value} cannot join {src_kind.name.lower()} {rel.src!r} "
-                f"to {dst_kind.name.lower()} {rel.dst!r}"
+                f"{rel.type._value_} cannot join {src_kind.value} {src!r} to {dst_kind.value} {dst!r}"
             )
+    elif src.endswith(":") or dst.endswith(":"):
+        raise ModelError(f"empty key in {_describe(rel)}")
     if not rel.provenance.source_path or not rel.provenance.extractor:
-        raise ModelError(f"{rel.ident}: provenance needs a source path and an extractor")
-    check_props(rel.props, f"{rel.src} -{rel.type.value}-> {rel.dst}")
+        raise ModelError(f"{_describe(rel)}: provenance needs a source path and an extractor")
+    if rel.props:
+        check_props(rel.props, rel)
     return rel
 
 

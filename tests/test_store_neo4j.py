@@ -16,3 +16,54 @@ class TestNeo4jStore(StoreContract):
     @pytest.fixture
     def make_store(self, neo4j_store_factory: Callable[[str], Any]) -> Callable[[str], Any]:
         return neo4j_store_factory
+
+
+def random_graph(seed: int, n_files: int = 12, n_syms: int = 60, n_calls: int = 150):
+    """A random code graph: files containing symbols that call each other."""
+    import random
+
+    from graphmem.model import Node, Provenance, Relationship, RelType
+
+    rng = random.Random(seed)
+    files = [f"m{i}.py" for i in range(n_files)]
+    nodes, rels = [], []
+    for f in files:
+        nodes.append(Node(f"file:{f}", f, Provenance(f, "code")))
+    syms = []
+    for i in range(n_syms):
+        f = rng.choice(files)
+        key = f"sym:{f}::s{i}"
+        syms.append((key, f))
+        nodes.append(Node(key, f"s{i}", Provenance(f, "code"), {"i": i}))
+        rels.append(Relationship(f"file:{f}", RelType.CONTAINS, key, Provenance(f, "code")))
+    for _ in range(n_calls):
+        (a, fa), (b, _) = rng.choice(syms), rng.choice(syms)
+        rels.append(Relationship(a, rng.choice([RelType.CALLS, RelType.IMPORTS]) if a != b else RelType.CALLS,
+                                 b, Provenance(fa, "code")))
+    return nodes, rels, files, [k for k, _ in syms]
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_neo4j_and_embedded_answer_traversals_identically(
+    seed: int, neo4j_store_factory: Callable[[str], Any], embedded_store_factory: Callable[[str], Any]
+) -> None:
+    import random
+
+    nodes, rels, files, syms = random_graph(seed)
+    neo, emb = neo4j_store_factory("same"), embedded_store_factory("same")
+    for store in (neo, emb):
+        store.upsert(nodes, rels, at="2025-01-01T00:00:00Z")
+        store.close_sources(files[:2], at="2025-02-01T00:00:00Z")
+    assert neo.counts().as_dict() == emb.counts().as_dict()
+    rng = random.Random(seed)
+    for _ in range(8):
+        a, b = rng.choice(syms), rng.choice(syms)
+        for kw in ({}, {"direction": "out"}, {"rel_types": ["CALLS"]}, {"as_of": "2025-01-15T00:00:00Z"}):
+            def hops(store: Any) -> list[tuple[str, int, tuple[str, ...]]]:
+                return [(h.node.key, h.depth, h.path.nodes) for h in store.neighbors(a, depth=2, **kw)]
+
+            assert hops(neo) == hops(emb)
+            assert neo.paths(a, b, max_depth=5, **kw) == emb.paths(a, b, max_depth=5, **kw)
+        sub_n, sub_e = neo.subgraph([a, b], depth=2), emb.subgraph([a, b], depth=2)
+        assert set(sub_n.nodes) == set(sub_e.nodes)
+        assert [r.ident for r in sub_n.rels] == [r.ident for r in sub_e.rels]

@@ -28,29 +28,32 @@ def merge_props(old: dict, new: dict) -> dict:
     return out
 
 
-def prepare_batch(
-    nodes: Iterable[Node], rels: Iterable[Relationship], chunks: Iterable[Chunk], *, ingested_at: str
-) -> Batch:
-    """Validate every element and fold repeats of the same identity into one (later ones win).
+class ProvenanceStamper:
+    """Gives provenance without an ingestion time the batch's time, on a shared copy.
 
-    Provenance without an ingestion time gets ``ingested_at`` (on a copy: extractors share
-    provenance objects between elements).
+    Extractors share one provenance object between many elements, so copies are cached by value:
+    equal provenance in a batch maps to one stamped object.
     """
-    stamped: dict[tuple, Provenance] = {}
 
-    def stamp(prov: Provenance) -> Provenance:
-        # Keyed by value, so equal provenance shares one stamped copy.
+    def __init__(self, ingested_at: str) -> None:
+        self.ingested_at = ingested_at
+        self._cache: dict[tuple, Provenance] = {}
+
+    def __call__(self, prov: Provenance) -> Provenance:
+        if prov.ingested_at is not None:
+            return prov
         ident = (prov.source_path, prov.extractor, prov.extractor_version, prov.source_commit, prov.confidence)
-        copy = stamped.get(ident)
+        copy = self._cache.get(ident)
         if copy is None:
-            copy = stamped[ident] = replace(prov, ingested_at=ingested_at)
+            copy = self._cache[ident] = replace(prov, ingested_at=self.ingested_at)
         return copy
 
+
+def prepare_batch(nodes: Iterable[Node], rels: Iterable[Relationship], chunks: Iterable[Chunk]) -> Batch:
+    """Validate every element and fold repeats of the same identity into one (later ones win)."""
     by_key: dict[str, Node] = {}
     for node in nodes:
         check_node(node)
-        if node.provenance.ingested_at is None:
-            node = replace(node, provenance=stamp(node.provenance))
         seen = by_key.get(node.key)
         if seen is None:
             by_key[node.key] = node
@@ -68,8 +71,6 @@ def prepare_batch(
     by_ident: dict[tuple[str, str, str], Relationship] = {}
     for rel in rels:
         check_relationship(rel)
-        if rel.provenance.ingested_at is None:
-            rel = replace(rel, provenance=stamp(rel.provenance))
         seen_rel = by_ident.get(rel.ident)
         if seen_rel is None:
             by_ident[rel.ident] = rel
@@ -83,8 +84,6 @@ def prepare_batch(
     by_id: dict[int, Chunk] = {}
     for chunk in chunks:
         kind_of(chunk.node_key)
-        if chunk.provenance.ingested_at is None:
-            chunk = replace(chunk, provenance=stamp(chunk.provenance))
         by_id[chunk.id] = chunk
     return Batch(list(by_key.values()), list(by_ident.values()), list(by_id.values()))
 

@@ -11,6 +11,7 @@ Several processes may use one home: writes take SQLite's write lock, and every c
 
 from __future__ import annotations
 
+import gc
 import sqlite3
 import threading
 from contextlib import contextmanager
@@ -23,7 +24,6 @@ import orjson
 from graphmem.errors import StoreError, StoreUnavailable
 from graphmem.model import (
     KIND_BY_PREFIX,
-    PROVENANCE_FIELDS,
     Chunk,
     Node,
     NodeKind,
@@ -35,22 +35,22 @@ from graphmem.model import (
     to_iso,
 )
 from graphmem.stores.base import Counts, Direction, Edge, Step, TraversalMixin, WriteSummary
-from graphmem.stores.batch import element_sources, merge_props, prepare_batch
+from graphmem.stores.batch import ProvenanceStamper, element_sources, merge_props, prepare_batch
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS nodes (
-    key TEXT PRIMARY KEY, name TEXT NOT NULL, props BLOB NOT NULL, sources BLOB NOT NULL,
-    valid_from TEXT, valid_to TEXT
+    key TEXT PRIMARY KEY, name TEXT NOT NULL, props TEXT NOT NULL, provenance TEXT NOT NULL,
+    sources TEXT NOT NULL, valid_from TEXT, valid_to TEXT
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS rels (
-    src TEXT NOT NULL, type TEXT NOT NULL, dst TEXT NOT NULL, props BLOB NOT NULL,
-    sources BLOB NOT NULL, valid_from TEXT, valid_to TEXT,
+    src TEXT NOT NULL, type TEXT NOT NULL, dst TEXT NOT NULL, props TEXT NOT NULL,
+    provenance TEXT NOT NULL, sources TEXT NOT NULL, valid_from TEXT, valid_to TEXT,
     PRIMARY KEY (src, type, dst)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS chunks (
     id INTEGER PRIMARY KEY, node_key TEXT NOT NULL, ordinal INTEGER NOT NULL, kind TEXT NOT NULL,
     text TEXT NOT NULL, start_line INTEGER, end_line INTEGER, source_path TEXT NOT NULL,
-    provenance BLOB NOT NULL
+    provenance TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS chunks_by_node ON chunks (node_key);
 CREATE INDEX IF NOT EXISTS chunks_by_source ON chunks (source_path);
@@ -58,18 +58,54 @@ CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL) WIT
 CREATE TABLE IF NOT EXISTS source_states (path TEXT PRIMARY KEY, hash TEXT NOT NULL) WITHOUT ROWID;
 """
 
-_PROV = frozenset(PROVENANCE_FIELDS)
 _RELTYPES = {t.value: t for t in RelType}
 RelIdent = tuple[str, str, str]
 
 
-def _split_props(stored: dict) -> tuple[dict, Provenance]:
-    props = {k: v for k, v in stored.items() if k not in _PROV}
-    return props, Provenance.from_props(stored)
+def _dumps(value: object) -> str:
+    # str, not bytes: keeping many orjson bytes objects alive is several times slower (allocator).
+    return orjson.dumps(value).decode()
 
 
-def _stored_props(props: dict, provenance: Provenance) -> bytes:
-    return orjson.dumps({**props, **provenance.as_props()})
+def _dump_props(props: dict) -> str:
+    return orjson.dumps(props).decode() if props else "{}"
+
+
+class _Codec:
+    """JSON for provenance and source lists, cached: a batch repeats the same few of each.
+
+    Loading through it also shares one Provenance object among the elements that have equal ones.
+    """
+
+    def __init__(self) -> None:
+        self._prov_out: dict[int, tuple[Provenance, str]] = {}
+        self._prov_in: dict[str, Provenance] = {}
+        self._sources_out: dict[tuple[str, ...], str] = {}
+        self._sources_in: dict[str, tuple[str, ...]] = {}
+
+    def dump_prov(self, prov: Provenance) -> str:
+        hit = self._prov_out.get(id(prov))
+        if hit is None or hit[0] is not prov:
+            hit = self._prov_out[id(prov)] = (prov, _dumps(prov.as_props()))
+        return hit[1]
+
+    def load_prov(self, text: str) -> Provenance:
+        prov = self._prov_in.get(text)
+        if prov is None:
+            prov = self._prov_in[text] = Provenance.from_props(orjson.loads(text))
+        return prov
+
+    def dump_sources(self, sources: tuple[str, ...]) -> str:
+        text = self._sources_out.get(sources)
+        if text is None:
+            text = self._sources_out[sources] = _dumps(sources)
+        return text
+
+    def load_sources(self, text: str) -> tuple[str, ...]:
+        sources = self._sources_in.get(text)
+        if sources is None:
+            sources = self._sources_in[text] = tuple(orjson.loads(text))
+        return sources
 
 
 class EmbeddedStore(TraversalMixin):
@@ -106,6 +142,8 @@ class EmbeddedStore(TraversalMixin):
                 db.execute("PRAGMA journal_mode=WAL")
                 # NORMAL in WAL mode: a committed transaction survives a killed process.
                 db.execute("PRAGMA synchronous=NORMAL")
+                # A larger page cache keeps the B-tree pages of big batches in memory (64 MiB).
+                db.execute("PRAGMA cache_size=-65536")
                 db.executescript(SCHEMA)
             except (OSError, sqlite3.Error) as exc:
                 raise StoreUnavailable(f"cannot open the embedded store in {self._dir}: {exc}") from exc
@@ -117,7 +155,8 @@ class EmbeddedStore(TraversalMixin):
         db = self._conn()
         version = db.execute("PRAGMA data_version").fetchone()[0]
         if version != self._version:
-            self._load(db)
+            with _gc_paused():
+                self._load(db)
             self._version = version
         return db
 
@@ -125,24 +164,30 @@ class EmbeddedStore(TraversalMixin):
         graph = nx.MultiDiGraph()
         node_sources: dict[str, set[str]] = {}
         rel_sources: dict[str, set[RelIdent]] = {}
-        loads = orjson.loads
-        for key, name, props, sources, vfrom, vto in db.execute("SELECT * FROM nodes"):
-            plain, prov = _split_props(loads(props))
-            srcs = tuple(loads(sources))
-            graph.add_node(key, n=Node(key, name, prov, plain, vfrom, vto, srcs))
+        loads, codec = orjson.loads, _Codec()
+        nodes = []
+        for key, name, props, prov, sources, vfrom, vto in db.execute("SELECT * FROM nodes"):
+            srcs = codec.load_sources(sources)
+            nodes.append((key, {"n": Node(key, name, codec.load_prov(prov), loads(props), vfrom, vto, srcs)}))
             for s in srcs:
                 node_sources.setdefault(s, set()).add(key)
-        for src, typ, dst, props, sources, vfrom, vto in db.execute("SELECT * FROM rels"):
-            plain, prov = _split_props(loads(props))
-            srcs = tuple(loads(sources))
-            rel = Relationship(src, _RELTYPES[typ], dst, prov, plain, vfrom, vto, srcs)
-            graph.add_edge(src, dst, key=typ, r=rel)
+        graph.add_nodes_from(nodes)
+        del nodes
+        edges = []
+        for src, typ, dst, props, prov, sources, vfrom, vto in db.execute("SELECT * FROM rels"):
+            srcs = codec.load_sources(sources)
+            edges.append(Relationship(src, _RELTYPES[typ], dst, codec.load_prov(prov), loads(props), vfrom, vto, srcs))
             for s in srcs:
                 rel_sources.setdefault(s, set()).add((src, typ, dst))
+        _add_edges(graph, edges)
         self._graph, self._node_sources, self._rel_sources = graph, node_sources, rel_sources
 
     def _write(self, db: sqlite3.Connection, work) -> None:  # type: ignore[no-untyped-def]
         """Run ``work(db)`` in one IMMEDIATE transaction against an up-to-date graph."""
+        with _gc_paused():
+            self._write_now(db, work)
+
+    def _write_now(self, db: sqlite3.Connection, work) -> None:  # type: ignore[no-untyped-def]
         try:
             db.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as exc:
@@ -185,25 +230,29 @@ class EmbeddedStore(TraversalMixin):
         at: str | None = None,
     ) -> WriteSummary:
         at = to_iso(at) if at else now_iso()
-        batch = prepare_batch(nodes, rels, chunks, ingested_at=at)
+        with _gc_paused():
+            batch = prepare_batch(nodes, rels, chunks)
+        stamp, codec = ProvenanceStamper(at), _Codec()
         summary = WriteSummary()
         with self._lock:
             db = self._conn()
 
             def work(db: sqlite3.Connection):  # type: ignore[no-untyped-def]
                 graph = self._graph
+                node_data, succ = graph._node, graph._succ  # networkx's adjacency dicts: the hot path
                 new_nodes: list[Node] = []
                 for node in batch.nodes:
-                    old = graph.nodes[node.key]["n"] if node.key in graph else None
+                    data = node_data.get(node.key)
                     srcs = element_sources(node)
-                    if old is None:
-                        merged = Node(node.key, node.name, node.provenance,
+                    if data is None:
+                        merged = Node(node.key, node.name, stamp(node.provenance),
                                       {k: v for k, v in node.props.items() if v is not None},
                                       node.valid_from or at, node.valid_to, srcs)
                     else:
+                        old: Node = data["n"]
                         reopened = old.valid_to is not None
                         merged = Node(
-                            node.key, node.name or old.name, node.provenance,
+                            node.key, node.name or old.name, stamp(node.provenance),
                             merge_props(old.props, node.props),
                             (node.valid_from or at) if reopened else old.valid_from,
                             node.valid_to,
@@ -213,53 +262,54 @@ class EmbeddedStore(TraversalMixin):
                 batch_keys = {n.key for n in new_nodes}
                 new_rels: list[Relationship] = []
                 for rel in batch.rels:
-                    if not ((rel.src in graph or rel.src in batch_keys) and (rel.dst in graph or rel.dst in batch_keys)):
+                    if not ((rel.src in node_data or rel.src in batch_keys)
+                            and (rel.dst in node_data or rel.dst in batch_keys)):
                         summary.missing_endpoints += 1
                         continue
-                    data = graph.get_edge_data(rel.src, rel.dst, key=rel.type.value) if rel.src in graph else None
-                    old_rel: Relationship | None = data["r"] if data else None
+                    data = succ.get(rel.src, {}).get(rel.dst, {}).get(rel.type._value_)
                     srcs = element_sources(rel)
-                    if old_rel is None:
-                        merged_rel = Relationship(rel.src, rel.type, rel.dst, rel.provenance,
+                    if data is None:
+                        merged_rel = Relationship(rel.src, rel.type, rel.dst, stamp(rel.provenance),
                                                   {k: v for k, v in rel.props.items() if v is not None},
                                                   rel.valid_from or at, rel.valid_to, srcs)
                     else:
+                        old_rel: Relationship = data["r"]
                         reopened = old_rel.valid_to is not None
                         merged_rel = Relationship(
-                            rel.src, rel.type, rel.dst, rel.provenance,
+                            rel.src, rel.type, rel.dst, stamp(rel.provenance),
                             merge_props(old_rel.props, rel.props),
                             (rel.valid_from or at) if reopened else old_rel.valid_from,
                             rel.valid_to,
                             old_rel.sources + tuple(s for s in srcs if s not in old_rel.sources),
                         )
                     new_rels.append(merged_rel)
-                dumps = orjson.dumps
                 db.executemany(
-                    "INSERT OR REPLACE INTO nodes VALUES (?,?,?,?,?,?)",
-                    [(n.key, n.name, _stored_props(n.props, n.provenance), dumps(n.sources),
+                    "INSERT OR REPLACE INTO nodes VALUES (?,?,?,?,?,?,?)",
+                    [(n.key, n.name, _dump_props(n.props), codec.dump_prov(n.provenance), codec.dump_sources(n.sources),
                       n.valid_from, n.valid_to) for n in new_nodes],
                 )
                 db.executemany(
-                    "INSERT OR REPLACE INTO rels VALUES (?,?,?,?,?,?,?)",
-                    [(r.src, r.type.value, r.dst, _stored_props(r.props, r.provenance), dumps(r.sources),
-                      r.valid_from, r.valid_to) for r in new_rels],
+                    "INSERT OR REPLACE INTO rels VALUES (?,?,?,?,?,?,?,?)",
+                    [(r.src, r.type._value_, r.dst, _dump_props(r.props), codec.dump_prov(r.provenance),
+                      codec.dump_sources(r.sources), r.valid_from, r.valid_to) for r in new_rels],
                 )
                 db.executemany(
                     "INSERT OR REPLACE INTO chunks VALUES (?,?,?,?,?,?,?,?,?)",
                     [(c.id, c.node_key, c.ordinal, c.kind, c.text, c.start_line, c.end_line,
-                      c.provenance.source_path, dumps(c.provenance.as_props())) for c in batch.chunks],
+                      c.provenance.source_path, codec.dump_prov(stamp(c.provenance))) for c in batch.chunks],
                 )
                 summary.nodes, summary.rels, summary.chunks = len(new_nodes), len(new_rels), len(batch.chunks)
 
                 def apply() -> None:
+                    graph.add_nodes_from((n.key, {"n": n}) for n in new_nodes)
+                    _add_edges(graph, new_rels)
+                    node_sources, rel_sources = self._node_sources, self._rel_sources
                     for n in new_nodes:
-                        graph.add_node(n.key, n=n)
                         for s in n.sources:
-                            self._node_sources.setdefault(s, set()).add(n.key)
+                            node_sources.setdefault(s, set()).add(n.key)
                     for r in new_rels:
-                        graph.add_edge(r.src, r.dst, key=r.type.value, r=r)
                         for s in r.sources:
-                            self._rel_sources.setdefault(s, set()).add(r.ident)
+                            rel_sources.setdefault(s, set()).add((r.src, r.type._value_, r.dst))
 
                 return apply
 
@@ -330,7 +380,7 @@ class EmbeddedStore(TraversalMixin):
                         rel_deletes.add((u, t, v))
                         rel_updates.pop((u, t, v), None)
                 rel_updates = {i: r for i, r in rel_updates.items() if i[0] not in deleted_set and i[2] not in deleted_set}
-                dumps = orjson.dumps
+                dumps = _dumps
                 db.executemany("UPDATE nodes SET sources=?, valid_to=? WHERE key=?",
                                [(dumps(n.sources), n.valid_to, n.key) for n in node_updates])
                 db.executemany("DELETE FROM nodes WHERE key=?", [(k,) for k in node_deletes])
@@ -513,6 +563,41 @@ class EmbeddedStore(TraversalMixin):
             for table in ("nodes", "rels", "chunks", "meta", "source_states"):
                 db.execute(f"DELETE FROM {table}")  # noqa: S608 (fixed table names)
         self._version = None
+
+
+def _add_edges(graph: nx.MultiDiGraph, rels: Iterable[Relationship]) -> None:
+    """Add or replace relationships whose end nodes are already in ``graph``.
+
+    The same structure ``MultiDiGraph.add_edge`` builds (one key dict shared by the successor and
+    predecessor maps, keyed by type), written directly: ``add_edges_from`` costs three times as
+    much per edge, and loading a large project is mostly this loop.
+    """
+    succ, pred = graph._succ, graph._pred
+    for r in rels:
+        u, v = r.src, r.dst
+        keydict = succ[u].get(v)
+        if keydict is None:
+            keydict = succ[u][v] = pred[v][u] = {}
+        keydict[r.type._value_] = {"r": r}
+    clear = getattr(nx, "_clear_cache", None)
+    if clear is not None:  # networkx >= 3.3 caches backend conversions per graph
+        clear(graph)
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector during bulk work.
+
+    Building hundreds of thousands of objects that all stay alive makes the collector rescan the
+    whole graph again and again; nothing built here forms reference cycles that need it.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 @contextmanager

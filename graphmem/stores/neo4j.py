@@ -12,10 +12,10 @@ relationship type taken from the model's enums.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
+from graphmem.config import Neo4jSettings
 from graphmem.cypher import read_cypher, split_statements
 from graphmem.errors import StoreError, StoreUnavailable
 from graphmem.model import (
@@ -32,7 +32,7 @@ from graphmem.model import (
     to_iso,
 )
 from graphmem.stores.base import Counts, Direction, Edge, Step, TraversalMixin, WriteSummary
-from graphmem.stores.batch import element_sources, prepare_batch
+from graphmem.stores.batch import ProvenanceStamper, element_sources, prepare_batch
 
 _BOOKKEEPING = frozenset({"project", "key", "kind", "name", "sources", "shared", "valid_from", "valid_to"})
 _PROV = frozenset(PROVENANCE_FIELDS)
@@ -148,17 +148,18 @@ class Neo4jStore(TraversalMixin):
         """Connect with the given settings or ``NEO4J_URI``/``_USERNAME``/``_PASSWORD``/``_DATABASE``."""
         import neo4j  # deferred: importing graphmem must not pull in the driver
 
-        uri = uri or os.environ.get("NEO4J_URI", "bolt://127.0.0.1:7687")
-        auth = (username or os.environ.get("NEO4J_USERNAME", "neo4j"),
-                password or os.environ.get("NEO4J_PASSWORD", ""))
-        database = database or os.environ.get("NEO4J_DATABASE") or None
+        env = Neo4jSettings.from_env()
+        uri = uri or env.uri
+        auth = (username or env.username, password or env.password)
+        database = database or env.database
         try:
             # Server notifications (e.g. "property does not exist yet") would only clutter the logs.
             driver = neo4j.GraphDatabase.driver(uri, auth=auth, notifications_min_severity="OFF")
             driver.verify_connectivity()
         except Exception as exc:  # the driver raises several unrelated types for "not reachable"
+            reason = " ".join(str(exc).split())
             raise StoreUnavailable(
-                f"cannot reach Neo4j at {uri}: {exc.__class__.__name__}: {exc}. "
+                f"cannot reach Neo4j at {uri}: {exc.__class__.__name__}: {reason}. "
                 "Start one with `scripts/neo4j-local start` (or docker compose up neo4j) and set NEO4J_*"
             ) from exc
         return cls(driver, project, database=database, owns_driver=True, **kw)
@@ -235,14 +236,15 @@ class Neo4jStore(TraversalMixin):
         at: str | None = None,
     ) -> WriteSummary:
         at = to_iso(at) if at else now_iso()
-        batch = prepare_batch(nodes, rels, chunks, ingested_at=at)
+        batch = prepare_batch(nodes, rels, chunks)
+        stamp = ProvenanceStamper(at)
         summary = WriteSummary(nodes=len(batch.nodes), chunks=len(batch.chunks))
         by_label: dict[NodeKind, list[dict[str, Any]]] = {}
         for n in batch.nodes:
             kind = n.kind
             by_label.setdefault(kind, []).append({
                 "key": n.key, "kind": kind.value, "name": n.name,
-                "props": {**n.props, **n.provenance.as_props()},
+                "props": {**n.props, **stamp(n.provenance).as_props()},
                 "sources": list(element_sources(n)),
                 "valid_from": n.valid_from or at, "valid_to": n.valid_to,
             })
@@ -254,7 +256,7 @@ class Neo4jStore(TraversalMixin):
         for r in batch.rels:
             by_type.setdefault(r.type, []).append({
                 "src": r.src, "dst": r.dst,
-                "props": {**r.props, **r.provenance.as_props()},
+                "props": {**r.props, **stamp(r.provenance).as_props()},
                 "sources": list(element_sources(r)),
                 "valid_from": r.valid_from or at, "valid_to": r.valid_to,
             })
@@ -268,7 +270,7 @@ class Neo4jStore(TraversalMixin):
         rows = [{
             "id": c.id, "node_key": c.node_key,
             "props": {"node_key": c.node_key, "ordinal": c.ordinal, "kind": c.kind, "text": c.text,
-                      "start_line": c.start_line, "end_line": c.end_line, **c.provenance.as_props()},
+                      "start_line": c.start_line, "end_line": c.end_line, **stamp(c.provenance).as_props()},
         } for c in batch.chunks]
         for part in self._batches(rows):
             self._run(True, lambda tx, p=part: tx.run(_UPSERT_CHUNKS, project=self._project, rows=p).consume())

@@ -1,0 +1,123 @@
+"""The ``graphmem`` command line: a thin layer over the library.
+
+Every :class:`~graphmem.errors.GraphmemError` becomes one line on stderr and exit status 1; no
+traceback reaches the user.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from graphmem import __version__
+from graphmem.config import STORES, Settings
+from graphmem.errors import GraphmemError
+from graphmem.model import project_from_path
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class Context:
+    """What the global options decided; commands open the store through it."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+
+    def project(self, default_path: str | Path | None = None) -> str:
+        """``--project``, else ``GRAPHMEM_PROJECT``, else the last project used in this home,
+        else the name of ``default_path`` (or of the working directory)."""
+        if self.settings.project:
+            return self.settings.project
+        remembered = self.settings.home / "last-project"
+        if default_path is None and remembered.is_file():
+            return remembered.read_text(encoding="utf-8").strip()
+        return project_from_path(str(Path(default_path or Path.cwd()).resolve()))
+
+    def remember(self, project: str) -> None:
+        """Record ``project`` as the default for later commands using this home."""
+        self.settings.home.mkdir(parents=True, exist_ok=True)
+        (self.settings.home / "last-project").write_text(project + "\n", encoding="utf-8")
+
+    def store(self, project: str | None = None) -> Any:
+        from graphmem.stores import open_store
+
+        return open_store(self.settings, project or self.project())
+
+
+pass_context = click.make_pass_decorator(Context)
+
+
+def json_option(func: F) -> F:
+    return click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")(func)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--store", type=click.Choice(STORES), default=None,
+              help="Graph store (default: $GRAPHMEM_STORE or embedded).")
+@click.option("--home", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Embedded store directory (default: $GRAPHMEM_HOME or ./.graphmem).")
+@click.option("--project", default=None, help="Project name (default: the ingested folder's name).")
+@click.version_option(__version__, prog_name="graphmem")
+@click.pass_context
+def cli(ctx: click.Context, store: str | None, home: Path | None, project: str | None) -> None:
+    """graphmem: code, decisions, incidents and commits in one knowledge graph."""
+    ctx.obj = Context(Settings.from_env(store=store, home=home, project=project))
+
+
+@cli.command()
+@json_option
+@pass_context
+def status(ctx: Context, as_json: bool) -> None:
+    """Show what the graph holds: nodes by kind, relationships by type, chunks, last commit."""
+    project = ctx.project()
+    store = ctx.store(project)
+    try:
+        counts = store.counts()
+        report: dict[str, Any] = {
+            "project": project,
+            "store": ctx.settings.store,
+            **counts.as_dict(),
+            "last_ingested_commit": store.get_meta("last_commit"),
+            "last_ingested_at": store.get_meta("last_ingested_at"),
+        }
+    finally:
+        store.close()
+    if as_json:
+        click.echo(json.dumps(report, indent=2, sort_keys=True))
+        return
+    click.echo(f"project {project} ({ctx.settings.store} store)")
+    click.echo(f"  nodes: {report['total_nodes']}  relationships: {report['total_rels']}  "
+               f"chunks: {report['chunks']}  closed: {report['closed_nodes']} nodes, {report['closed_rels']} rels")
+    for kind, n in report["nodes"].items():
+        click.echo(f"    {kind:<10} {n}")
+    for typ, n in report["rels"].items():
+        click.echo(f"    {typ:<12} {n}")
+    click.echo(f"  last ingested commit: {report['last_ingested_commit'] or '-'}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the console script."""
+    try:
+        cli.main(args=argv, prog_name="graphmem", standalone_mode=False)
+    except GraphmemError as exc:
+        click.echo(f"graphmem: error: {exc}", err=True)
+        return 1
+    except click.exceptions.Abort:
+        click.echo("graphmem: aborted", err=True)
+        return 130
+    except click.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    except KeyboardInterrupt:
+        click.echo("graphmem: interrupted", err=True)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

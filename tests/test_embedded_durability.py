@@ -1,0 +1,84 @@
+"""The embedded store survives a process killed with SIGKILL in the middle of a batch."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+from graphmem.stores.embedded import EmbeddedStore
+
+BATCH = 2_000
+
+WRITER = textwrap.dedent(
+    """
+    import sys
+    from graphmem.model import Node, Provenance, Relationship, RelType
+    from graphmem.stores.embedded import EmbeddedStore
+
+    home, committed, batch = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    store = EmbeddedStore(home, "crash")
+
+    def nodes(b, n):
+        p = Provenance(f"f{b}.py", "test")
+        return [Node(f"sym:f{b}.py::n{i}", f"n{i}", p, {"batch": b, "i": i}) for i in range(n)]
+
+    def rels(b, n):
+        p = Provenance(f"f{b}.py", "test")
+        return [Relationship(f"sym:f{b}.py::n{i}", RelType.CALLS, f"sym:f{b}.py::n{i + 1}", p)
+                for i in range(n - 1)]
+
+    for b in range(committed):
+        store.upsert(nodes(b, batch), rels(b, batch))
+        print("committed", b, flush=True)
+    # One huge batch, long enough to be killed while it is being written.
+    big = 250_000
+    print("writing", flush=True)
+    store.upsert(nodes(committed, big), rels(committed, big))
+    print("finished", flush=True)
+    """
+)
+
+
+def test_sigkill_mid_batch_keeps_every_committed_batch(tmp_path: Path) -> None:
+    committed = 3
+    proc = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(tmp_path), str(committed), str(BATCH)],
+        stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    assert proc.stdout is not None
+    lines = []
+    for line in proc.stdout:
+        lines.append(line.strip())
+        if line.startswith("writing"):
+            break
+    # Kill it once SQLite is visibly writing the big transaction: the write-ahead log grows as the
+    # uncommitted pages spill out of the page cache.
+    wal = tmp_path / "crash" / "graph.sqlite-wal"
+    start_size = wal.stat().st_size
+    deadline = time.monotonic() + 120
+    while wal.stat().st_size < start_size + 8_000_000:
+        assert proc.poll() is None, f"writer finished before it could be killed: {lines}"
+        assert time.monotonic() < deadline, "the big batch never reached the database"
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+    assert lines[:committed] == [f"committed {b}" for b in range(committed)]
+
+    store = EmbeddedStore(tmp_path, "crash")
+    counts = store.counts()
+    # every earlier batch whole, nothing of the interrupted one
+    assert counts.nodes == {"symbol": committed * BATCH}
+    assert counts.rels == {"CALLS": committed * (BATCH - 1)}
+    for b in range(committed):
+        node = store.get_node(f"sym:f{b}.py::n{BATCH - 1}")
+        assert node is not None and node.props == {"batch": b, "i": BATCH - 1}
+    assert store.get_node(f"sym:f{committed}.py::n0") is None
+    # and the store still takes writes
+    store.close_sources(["f0.py"])
+    assert store.counts().nodes == {"symbol": (committed - 1) * BATCH}
