@@ -1,0 +1,134 @@
+"""Search passages for code: one or more per symbol, and one for a file's module-level code.
+
+Passages are sized for a MiniLM embedder (about 1,000 characters, ~250 tokens). Each starts with a
+header naming the path, qualified name and signature, so a passage cut from the middle of a long
+body still says what it belongs to. Nested definitions appear in their parent's passage only as
+their signature line, so no code is embedded twice.
+"""
+
+from __future__ import annotations
+
+from extractors.code.facts import FileFacts, SymbolFact
+from graphmem.model import Chunk, Provenance, file_key, symbol_key
+
+MAX_CHUNK_CHARS = 1000
+MAX_HEADER_SIGNATURE_CHARS = 240
+MAX_DOC_IN_CHUNK_CHARS = 400
+CHUNK_KIND = "code"
+
+
+def symbol_chunks(
+    facts: FileFacts,
+    symbol: SymbolFact,
+    lines: list[str],
+    provenance: Provenance,
+    children: list[SymbolFact] | None = None,
+) -> list[Chunk]:
+    """Passages for one symbol: header, docstring (when it sits outside the code), then code.
+
+    ``children`` are the symbols nested directly in this one (found by scanning when omitted).
+    """
+    key = symbol_key(facts.path, symbol.qualname)
+    signature = symbol.signature[:MAX_HEADER_SIGNATURE_CHARS]
+    header = f"{facts.path}::{symbol.qualname} ({symbol.kind}, {facts.language})\n{signature}\n"
+    preface = ""
+    if symbol.docstring and not symbol.doc_inside:
+        preface = symbol.docstring[:MAX_DOC_IN_CHUNK_CHARS] + "\n"
+    if children is None:
+        children = [s for s in facts.symbols if s.parent == symbol.qualname]
+    body = _collapsed_lines(lines, symbol.start_line, symbol.end_line, children)
+    return _pack(key, header, preface, body, provenance)
+
+
+def file_chunks(facts: FileFacts, lines: list[str], provenance: Provenance) -> list[Chunk]:
+    """Passages for the module-level code of a file (none when every line belongs to a symbol)."""
+    top_level = [s for s in facts.symbols if s.parent is None]
+    body = _collapsed_lines(lines, 1, len(lines), top_level)
+    covered = {n for s in top_level for n in range(s.start_line, s.end_line + 1)}
+    if not any(text.strip() for number, text in body if number not in covered):
+        return []
+    header = f"{facts.path} ({facts.language} file)\n"
+    preface = facts.docstring[:MAX_DOC_IN_CHUNK_CHARS] + "\n" if facts.docstring else ""
+    return _pack(file_key(facts.path), header, preface, body, provenance)
+
+
+def _collapsed_lines(
+    lines: list[str], start: int, end: int, children: list[SymbolFact]
+) -> list[tuple[int, str]]:
+    """``(line number, text)`` of lines start..end with each child shown as its first line only."""
+    child_at = {c.start_line: c for c in children if start <= c.start_line <= end}
+    out: list[tuple[int, str]] = []
+    number = start
+    end = min(end, len(lines))
+    while number <= end:
+        child = child_at.get(number)
+        if child is not None and child.end_line > child.start_line:
+            # Show the declaration line itself (after decorators) so the reader sees a name.
+            first = _declaration_line(lines, child)
+            out.append((number, first.rstrip() + " ..."))
+            number = child.end_line + 1
+            continue
+        out.append((number, lines[number - 1]))
+        number += 1
+    return out
+
+
+def _declaration_line(lines: list[str], symbol: SymbolFact) -> str:
+    head = symbol.signature.split("\n", 1)[0].strip()
+    for number in range(symbol.start_line, min(symbol.end_line, len(lines)) + 1):
+        text = lines[number - 1]
+        if head and head[:20] in text:
+            return text
+    return lines[symbol.start_line - 1]
+
+
+def _pack(
+    key: str, header: str, preface: str, body: list[tuple[int, str]], provenance: Provenance
+) -> list[Chunk]:
+    """Cut ``body`` into passages of at most ``MAX_CHUNK_CHARS``, at line boundaries."""
+    # Leading and trailing blank lines carry no meaning and waste the budget.
+    while body and not body[0][1].strip():
+        body = body[1:]
+    while body and not body[-1][1].strip():
+        body = body[:-1]
+    room = max(MAX_CHUNK_CHARS - len(header), 200)
+    pieces = _split_long_lines(body, room)
+    chunks: list[Chunk] = []
+    current: list[tuple[int, str]] = []
+    used = len(preface)
+    for number, text in pieces:
+        cost = len(text) + 1
+        if current and used + cost > room:
+            chunks.append(_chunk(key, len(chunks), header, preface if not chunks else "", current, provenance))
+            current, used = [], 0
+        current.append((number, text))
+        used += cost
+    if current or not chunks:
+        chunks.append(_chunk(key, len(chunks), header, preface if not chunks else "", current, provenance))
+    return chunks
+
+
+def _split_long_lines(body: list[tuple[int, str]], room: int) -> list[tuple[int, str]]:
+    out: list[tuple[int, str]] = []
+    for number, text in body:
+        text = text.rstrip()
+        while len(text) > room:
+            out.append((number, text[:room]))
+            text = text[room:]
+        out.append((number, text))
+    return out
+
+
+def _chunk(
+    key: str, ordinal: int, header: str, preface: str, lines: list[tuple[int, str]], provenance: Provenance
+) -> Chunk:
+    code = "\n".join(text for _, text in lines)
+    return Chunk(
+        node_key=key,
+        ordinal=ordinal,
+        text=f"{header}{preface}\n{code}".rstrip() + "\n",
+        kind=CHUNK_KIND,
+        provenance=provenance,
+        start_line=lines[0][0] if lines else None,
+        end_line=lines[-1][0] if lines else None,
+    )

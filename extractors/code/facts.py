@@ -1,0 +1,103 @@
+"""What parsing one source file yields: plain data that survives a JSON round trip.
+
+``FileFacts`` is the unit the pipeline caches by content hash and ships between worker
+processes, so it holds only ``str``/``int``/``bool``/``list``/``dict`` values after ``to_dict()``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+# Bumped whenever parsing changes what it records, so cached facts are not reused across versions.
+FACTS_VERSION = 1
+
+CLASS_KINDS = frozenset({"class", "interface", "struct", "enum", "trait", "type"})
+FUNCTION_KINDS = frozenset({"function", "method"})
+
+
+@dataclass(slots=True)
+class SymbolFact:
+    """One named definition. ``parent`` is the qualname of the enclosing symbol in the same file."""
+
+    qualname: str
+    name: str
+    kind: str
+    start_line: int
+    end_line: int
+    signature: str = ""
+    docstring: str = ""
+    parent: str | None = None
+    # Docstring lies inside the definition's lines (Python) rather than above it.
+    doc_inside: bool = False
+    bases: list[str] = field(default_factory=list)
+    # Declared or inferred types: attribute/field name -> type text (class-like symbols).
+    fields: dict[str, str] = field(default_factory=dict)
+    # Parameter and local variable name -> type text (function-like symbols).
+    locals: dict[str, str] = field(default_factory=dict)
+    returns: str = ""
+    # Further line ranges sharing this key (overloads, conditional redefinitions).
+    extra_ranges: list[list[int]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class ImportFact:
+    """One imported module or name, as written.
+
+    ``module`` is the import path in the language's own spelling (``a.b``, ``./x``,
+    ``example.com/p/q``, ``com.acme.Foo``, ``crate::a::b``). ``names`` lists ``[name, alias]``
+    pairs for imports of names from a module (alias may be ``""``). ``alias`` binds the module
+    itself (``import a.b as ab``, ``import * as ns``, Go package alias, ``const x = require()``).
+    """
+
+    module: str
+    line: int
+    names: list[list[str]] = field(default_factory=list)
+    alias: str = ""
+    level: int = 0
+    wildcard: bool = False
+    kind: str = "import"
+
+
+@dataclass(slots=True)
+class CallFact:
+    """A call site: ``caller`` is the enclosing symbol's qualname, or ``""`` for module-level code."""
+
+    caller: str
+    callee: str
+    line: int
+
+
+@dataclass(slots=True)
+class FileFacts:
+    """Everything the code extractor learned from one file, independent of the rest of the project."""
+
+    path: str
+    language: str
+    lines: int
+    source: str = ""
+    has_syntax_errors: bool = False
+    decode_errors: bool = False
+    package: str = ""
+    docstring: str = ""
+    symbols: list[SymbolFact] = field(default_factory=list)
+    imports: list[ImportFact] = field(default_factory=list)
+    calls: list[CallFact] = field(default_factory=list)
+    # Module-level variable name -> type text.
+    module_vars: dict[str, str] = field(default_factory=dict)
+    # Inheritance declared away from the type's definition: [type name, base] (Rust `impl T for X`).
+    extra_bases: list[list[str]] = field(default_factory=list)
+    # Name the file exports as its default (JS/TS ``export default``).
+    default_export: str = ""
+    version: int = FACTS_VERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> FileFacts:
+        values = dict(data)
+        values["symbols"] = [SymbolFact(**s) for s in values.get("symbols", [])]
+        values["imports"] = [ImportFact(**i) for i in values.get("imports", [])]
+        values["calls"] = [CallFact(**c) for c in values.get("calls", [])]
+        return cls(**values)

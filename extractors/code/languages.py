@@ -1,0 +1,102 @@
+"""Which languages the code extractor reads, and lazy access to their grammars and queries.
+
+Grammars and compiled queries are built on first use in each process (parsing runs in worker
+processes, and importing this module must stay cheap).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from importlib import resources
+
+# Extension -> language name. ``go.mod`` is matched by file name, see ``language_for``.
+EXTENSIONS: dict[str, str] = {
+    ".py": "python",
+    ".pyi": "python",
+    ".js": "javascript",
+    ".jsx": "javascript",
+    ".mjs": "javascript",
+    ".cjs": "javascript",
+    ".ts": "typescript",
+    ".mts": "typescript",
+    ".cts": "typescript",
+    ".tsx": "tsx",
+    ".go": "go",
+    ".java": "java",
+    ".rs": "rust",
+}
+GO_MOD = "go.mod"
+
+# language -> (grammar module, function returning the language pointer, query file stem)
+_GRAMMARS: dict[str, tuple[str, str, str]] = {
+    "python": ("tree_sitter_python", "language", "python"),
+    "javascript": ("tree_sitter_javascript", "language", "javascript"),
+    "typescript": ("tree_sitter_typescript", "language_typescript", "typescript"),
+    "tsx": ("tree_sitter_typescript", "language_tsx", "typescript"),
+    "go": ("tree_sitter_go", "language", "go"),
+    "java": ("tree_sitter_java", "language", "java"),
+    "rust": ("tree_sitter_rust", "language", "rust"),
+}
+
+# Languages that resolve modules the same way share a family (TSX imports TS and JS files).
+FAMILY: dict[str, str] = {
+    "python": "python",
+    "javascript": "js",
+    "typescript": "js",
+    "tsx": "js",
+    "go": "go",
+    "gomod": "go",
+    "java": "java",
+    "rust": "rust",
+}
+
+
+def language_for(path: str) -> str | None:
+    """The language of a file from its name, or None when the extractor does not read it."""
+    name = path.rsplit("/", 1)[-1]
+    if name == GO_MOD:
+        return "gomod"
+    dot = name.rfind(".")
+    if dot <= 0 and not name.startswith("."):
+        return None
+    return EXTENSIONS.get(name[dot:].lower()) if dot >= 0 else None
+
+
+def supports(path: str) -> bool:
+    """Whether the code extractor reads this file."""
+    return language_for(path) is not None
+
+
+@functools.cache
+def grammar(language: str):  # -> tree_sitter.Language
+    import tree_sitter
+
+    module_name, func_name, _ = _GRAMMARS[language]
+    module = importlib.import_module(module_name)
+    return tree_sitter.Language(getattr(module, func_name)())
+
+
+@functools.cache
+def query_source(language: str) -> str:
+    stem = _GRAMMARS[language][2]
+    return resources.files("extractors.code").joinpath("queries").joinpath(f"{stem}.scm").read_text("utf-8")
+
+
+@functools.cache
+def query(language: str):  # -> tree_sitter.Query
+    import tree_sitter
+
+    return tree_sitter.Query(grammar(language), query_source(language))
+
+
+def parser(language: str):  # -> tree_sitter.Parser
+    """A parser for the language; cached per process because parsers are cheap to reuse."""
+    return _parser(language)
+
+
+@functools.cache
+def _parser(language: str):
+    import tree_sitter
+
+    return tree_sitter.Parser(grammar(language))

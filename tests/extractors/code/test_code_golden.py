@@ -1,0 +1,289 @@
+"""Golden tests per language: definitions, qualified names, line ranges, docs, imports, bases, calls."""
+
+from __future__ import annotations
+
+import pytest
+
+from code_test_helpers import line_of
+from graphmem.model import RelType
+
+
+def symbols(facts, path):
+    return {s.qualname: s for s in facts[path].symbols}
+
+
+def rels(graph, rel_type):
+    return {(r.src, r.dst) for r in graph.rels if r.type is rel_type}
+
+
+def callees(facts, path, caller):
+    return {c.callee for c in facts[path].calls if c.caller == caller}
+
+
+# --- Python -------------------------------------------------------------------------------------
+
+PY_MODELS = "python/shop/models.py"
+PY_BILLING = "python/shop/billing.py"
+
+
+def test_python_definitions(project_facts):
+    syms = symbols(project_facts, PY_MODELS)
+    assert set(syms) == {
+        "Invoice", "Invoice.total", "Invoice.tax_rate",
+        "PaidInvoice", "PaidInvoice.total", "PaidInvoice.receipt", "make_invoice",
+    }
+    invoice = syms["Invoice"]
+    # A decorated class starts at its decorator.
+    assert invoice.start_line == line_of(PY_MODELS, "@dataclass")
+    assert invoice.end_line == line_of(PY_MODELS, "return 0.2")
+    assert invoice.kind == "class" and invoice.docstring == "An amount owed by a customer."
+    total = syms["Invoice.total"]
+    assert total.kind == "method" and total.parent == "Invoice"
+    assert total.signature == "def total(self) -> float"
+    assert total.docstring == "The amount with tax, rounded."
+    assert (total.start_line, total.end_line) == (
+        line_of(PY_MODELS, "def total(self)"),
+        line_of(PY_MODELS, "return round_cents("),
+    )
+    assert syms["make_invoice"].kind == "function" and syms["make_invoice"].parent is None
+    assert syms["PaidInvoice"].bases == ["Invoice"]
+    assert project_facts[PY_MODELS].docstring == "Domain objects."
+
+
+def test_python_nested_function_qualname(project_facts):
+    syms = symbols(project_facts, PY_BILLING)
+    assert syms["BillingService._audit.describe"].kind == "function"
+    assert syms["BillingService._audit.describe"].parent == "BillingService._audit"
+
+
+def test_python_imports(project_facts):
+    imports = {(i.module, i.level, tuple(map(tuple, i.names)), i.alias) for i in project_facts[PY_BILLING].imports}
+    assert ("shop.util.money", 0, (), "") in imports
+    assert ("shop", 0, (("models", ""),), "") in imports
+    assert ("shop.models", 0, (("PaidInvoice", ""), ("make_invoice", "new_invoice")), "") in imports
+    assert ("util", 1, (("money", "m"),), "") in imports
+
+
+def test_python_calls_as_written(project_facts):
+    assert {"new_invoice", "self.ledger.record", "self._audit"} <= callees(project_facts, PY_BILLING, "BillingService.bill")
+    assert "shop.util.money.format_money" in callees(project_facts, PY_BILLING, "BillingService.settle")
+    lines = {c.line for c in project_facts[PY_BILLING].calls if c.callee == "self._audit"}
+    assert lines == {line_of(PY_BILLING, "self._audit(invoice)")}
+
+
+def test_python_graph_edges(project_graph):
+    imports = rels(project_graph, RelType.IMPORTS)
+    f = "file:" + PY_BILLING
+    assert (f, "file:python/shop/util/money.py") in imports  # import shop.util.money, from .util import money
+    assert (f, "file:python/shop/models.py") in imports  # from shop import models (a submodule)
+    assert (f, "sym:python/shop/models.py::PaidInvoice") in imports
+    assert (f, "sym:python/shop/models.py::make_invoice") in imports
+    # Library imports make no edge.
+    assert not any(dst.endswith("logging.py") for src, dst in imports)
+    inherits = rels(project_graph, RelType.INHERITS)
+    assert ("sym:python/shop/models.py::PaidInvoice", "sym:python/shop/models.py::Invoice") in inherits
+    contains = rels(project_graph, RelType.CONTAINS)
+    assert ("file:" + PY_MODELS, "sym:python/shop/models.py::Invoice") in contains
+    assert ("sym:python/shop/models.py::Invoice", "sym:python/shop/models.py::Invoice.total") in contains
+
+
+def test_python_reexport_through_package_init(project_facts):
+    from extractors.code import build_graph
+
+    graph = build_graph(project_facts)
+    imports = rels(graph, RelType.IMPORTS)
+    # shop/__init__.py re-exports Invoice from .models.
+    assert ("file:python/shop/__init__.py", "sym:python/shop/models.py::Invoice") in imports
+
+
+# --- JavaScript ---------------------------------------------------------------------------------
+
+JS_FORMAT = "javascript/lib/format.js"
+
+
+def test_javascript_definitions_and_requires(project_facts):
+    syms = symbols(project_facts, JS_FORMAT)
+    assert set(syms) == {"formatTitle", "Formatter", "Formatter.constructor", "Formatter.format", "Formatter.formatAll"}
+    assert syms["Formatter"].start_line == line_of(JS_FORMAT, "class Formatter")
+    assert syms["Formatter"].end_line == line_of(JS_FORMAT, "module.exports") - 2
+    assert syms["Formatter.format"].kind == "method"
+    requires = {(i.module, tuple(map(tuple, i.names)), i.alias) for i in project_facts[JS_FORMAT].imports}
+    assert ("path", (), "path") in requires
+    assert ("./text", (("slugify", ""),), "") in requires
+    text_syms = symbols(project_facts, "javascript/lib/text.js")
+    assert text_syms["slugify"].docstring == "Lower-case words joined by dashes."
+
+
+def test_javascript_default_export_and_esm_import(project_facts, project_graph):
+    assert project_facts["javascript/lib/logger.js"].default_export == "log"
+    imports = rels(project_graph, RelType.IMPORTS)
+    assert ("file:javascript/app.js", "sym:javascript/lib/logger.js::log") in imports
+    # './lib/format.js' resolves with its extension, the named import to the class.
+    assert ("file:javascript/app.js", "sym:javascript/lib/format.js::Formatter") in imports
+    assert ("file:" + JS_FORMAT, "sym:javascript/lib/text.js::slugify") in imports
+
+
+# --- TypeScript ---------------------------------------------------------------------------------
+
+TS_USER = "typescript/src/models/user.ts"
+TS_SERVICE = "typescript/src/services/userService.ts"
+
+
+def test_typescript_definitions(project_facts):
+    syms = symbols(project_facts, TS_USER)
+    assert syms["Identified"].kind == "interface"
+    assert syms["Identified.id"].kind == "method"
+    assert syms["User"].kind == "class" and syms["User"].docstring == "A registered user."
+    assert syms["User"].start_line == line_of(TS_USER, "export class User")
+    assert syms["User"].bases == ["Identified"]
+    assert syms["User.greet"].signature == "greet(): string"
+    service = symbols(project_facts, TS_SERVICE)
+    assert service["makeService"].kind == "function"
+    assert service["UserService"].docstring == "Registers users and announces them."
+    assert service["UserService"].bases == ["EventEmitter"]
+
+
+def test_typescript_imports_and_inheritance(project_graph):
+    imports = rels(project_graph, RelType.IMPORTS)
+    f = "file:" + TS_SERVICE
+    assert (f, "sym:typescript/src/models/user.ts::User") in imports  # default import
+    assert (f, "sym:typescript/src/models/user.ts::normalise") in imports
+    assert (f, "file:typescript/src/services/repo.ts") in imports  # namespace import
+    inherits = rels(project_graph, RelType.INHERITS)
+    assert ("sym:typescript/src/models/user.ts::User", "sym:typescript/src/models/user.ts::Identified") in inherits
+    # EventEmitter comes from a library: no edge is invented.
+    assert not any(src.endswith("::UserService") for src, _ in inherits)
+
+
+def test_tsx_component(project_facts):
+    path = "typescript/src/components/UserCard.tsx"
+    facts = project_facts[path]
+    assert facts.language == "tsx" and not facts.has_syntax_errors
+    syms = symbols(project_facts, path)
+    assert syms["UserCard"].kind == "function" and syms["Props"].kind == "type"
+    # The arrow function in JSX has no name: its call belongs to the component.
+    assert "service.register" in callees(project_facts, path, "UserCard")
+
+
+# --- Go -----------------------------------------------------------------------------------------
+
+GO_MEMORY = "go/internal/store/memory.go"
+GO_CHECKOUT = "go/internal/checkout/checkout.go"
+
+
+def test_go_definitions(project_facts):
+    store = symbols(project_facts, "go/internal/store/store.go")
+    assert store["Order"].kind == "struct" and store["Order"].docstring == "Order is a customer order."
+    assert store["Store"].kind == "interface"
+    assert store["Store.Save"].kind == "method"
+    assert store["Validate"].start_line == line_of("go/internal/store/store.go", "func Validate")
+    memory = symbols(project_facts, GO_MEMORY)
+    save = memory["MemoryStore.Save"]
+    assert save.kind == "method" and save.parent == "MemoryStore"
+    assert save.signature == "func (m *MemoryStore) Save(o Order) error"
+    assert save.docstring == "Save stores an order."
+    assert (save.start_line, save.end_line) == (
+        line_of(GO_MEMORY, "func (m *MemoryStore) Save"),
+        line_of(GO_MEMORY, "func (m *MemoryStore) Get") - 3,
+    )
+    assert project_facts[GO_MEMORY].package == "store"
+
+
+def test_go_imports_use_go_mod(project_graph):
+    imports = rels(project_graph, RelType.IMPORTS)
+    main = "file:go/cmd/server/main.go"
+    assert (main, "file:" + GO_CHECKOUT) in imports
+    assert (main, "file:go/internal/store/store.go") in imports
+    assert (main, "file:" + GO_MEMORY) in imports
+
+
+def test_go_embedding_and_receiver_calls(project_facts):
+    assert callees(project_facts, GO_CHECKOUT, "Service.Checkout") >= {"s.store.Save", "s.audit.Note", "describe"}
+
+
+# --- Java ---------------------------------------------------------------------------------------
+
+JAVA = "java/src/main/java/com/acme/"
+
+
+def test_java_definitions(project_facts):
+    path = JAVA + "billing/InvoiceService.java"
+    syms = symbols(project_facts, path)
+    assert syms["InvoiceService"].kind == "class"
+    assert syms["InvoiceService"].docstring == "Issues invoices."
+    assert syms["InvoiceService"].bases == ["BaseService"]
+    assert syms["InvoiceService.issue"].kind == "method"
+    assert syms["InvoiceService.issue"].start_line == line_of(path, "public Invoice issue")
+    assert project_facts[path].package == "com.acme.billing"
+    repo = symbols(project_facts, JAVA + "billing/Repository.java")
+    assert repo["Repository"].kind == "interface" and repo["Repository.save"].kind == "method"
+
+
+def test_java_imports_and_inheritance(project_graph):
+    imports = rels(project_graph, RelType.IMPORTS)
+    f = "file:" + JAVA + "billing/InvoiceService.java"
+    assert (f, "sym:" + JAVA + "util/Strings.java::Strings") in imports
+    assert (f, "sym:" + JAVA + "util/Strings.java::Strings.normalize") in imports  # static import
+    inherits = rels(project_graph, RelType.INHERITS)
+    assert (
+        "sym:" + JAVA + "billing/InMemoryRepository.java::InMemoryRepository",
+        "sym:" + JAVA + "billing/Repository.java::Repository",
+    ) in inherits
+    assert (
+        "sym:" + JAVA + "billing/InvoiceService.java::InvoiceService",
+        "sym:" + JAVA + "billing/BaseService.java::BaseService",
+    ) in inherits
+
+
+# --- Rust ---------------------------------------------------------------------------------------
+
+RS_LEDGER = "rust/src/ledger.rs"
+
+
+def test_rust_definitions(project_facts):
+    syms = symbols(project_facts, RS_LEDGER)
+    assert syms["Balance"].kind == "trait"
+    assert syms["Balance.balance"].kind == "method" and syms["Balance.describe"].kind == "method"
+    assert syms["Entry"].kind == "struct" and syms["Entry"].docstring == "One movement of money."
+    # Attributes between the doc comment and the item do not hide the doc or move the start.
+    assert syms["Entry"].start_line == line_of(RS_LEDGER, "pub struct Entry")
+    new = syms["Ledger.new"]
+    assert new.kind == "method" and new.parent == "Ledger" and new.docstring == "An empty ledger."
+    assert syms["Ledger.balance"].kind == "method"  # from `impl Balance for Ledger`
+    assert syms["Ledger.fmt"].start_line == line_of(RS_LEDGER, "fn fmt(")
+
+
+def test_rust_use_mod_and_trait_impl(project_graph):
+    imports = rels(project_graph, RelType.IMPORTS)
+    lib = "file:rust/src/lib.rs"
+    assert (lib, "file:" + RS_LEDGER) in imports  # pub mod ledger;
+    assert (lib, "sym:rust/src/ledger.rs::Ledger") in imports
+    assert (lib, "sym:rust/src/ledger.rs::Entry") in imports
+    assert ("file:" + RS_LEDGER, "sym:rust/src/util/fmt.rs::cents") in imports
+    assert ("file:rust/src/util/mod.rs", "file:rust/src/util/fmt.rs") in imports
+    inherits = rels(project_graph, RelType.INHERITS)
+    assert ("sym:rust/src/ledger.rs::Ledger", "sym:rust/src/ledger.rs::Balance") in inherits
+
+
+def test_rust_calls_inside_macros(project_facts):
+    assert "self.describe" in callees(project_facts, RS_LEDGER, "Ledger.summary")
+    assert "self.summary" in callees(project_facts, RS_LEDGER, "Ledger.fmt")
+
+
+@pytest.mark.parametrize(
+    "path,language",
+    [
+        ("python/shop/models.py", "python"),
+        ("javascript/app.js", "javascript"),
+        ("typescript/src/models/user.ts", "typescript"),
+        ("typescript/src/components/UserCard.tsx", "tsx"),
+        ("go/cmd/server/main.go", "go"),
+        ("java/src/main/java/com/acme/util/Strings.java", "java"),
+        ("rust/src/lib.rs", "rust"),
+    ],
+)
+def test_every_fixture_parses_cleanly(project_facts, path, language):
+    facts = project_facts[path]
+    assert facts.language == language
+    assert not facts.has_syntax_errors and not facts.decode_errors
+    assert facts.symbols

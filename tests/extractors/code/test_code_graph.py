@@ -1,0 +1,145 @@
+"""The emitted graph: valid elements, provenance, chunks."""
+
+from __future__ import annotations
+
+from code_test_helpers import fixture_text
+from extractors.code import build_graph, parse_file
+from extractors.code.chunks import MAX_CHUNK_CHARS
+from graphmem.model import RelType, check_node, check_relationship, file_key, symbol_key
+
+
+def test_every_element_passes_the_model_validators(project_graph):
+    for node in project_graph.nodes:
+        check_node(node)
+    for rel in project_graph.rels:
+        check_relationship(rel)
+    keys = [n.key for n in project_graph.nodes]
+    assert len(keys) == len(set(keys))
+    node_keys = set(keys)
+    for rel in project_graph.rels:
+        assert rel.src in node_keys and rel.dst in node_keys, rel.ident
+
+
+def test_provenance(project_graph):
+    for element in [*project_graph.nodes, *project_graph.rels, *project_graph.chunks]:
+        prov = element.provenance
+        assert prov.extractor == "code" and prov.extractor_version == "test"
+        assert prov.source_commit == "a" * 40
+    for rel in project_graph.rels:
+        if rel.type in (RelType.IMPORTS, RelType.CALLS) and rel.src.startswith("file:"):
+            assert rel.provenance.source_path == rel.src[5:]
+
+
+def test_node_properties(project_graph):
+    nodes = {n.key: n for n in project_graph.nodes}
+    file_node = nodes["file:python/shop/models.py"]
+    assert file_node.props["language"] == "python"
+    assert file_node.props["lines"] == len(fixture_text("python/shop/models.py").splitlines())
+    assert file_node.props["has_syntax_errors"] is False
+    method = nodes["sym:python/shop/models.py::Invoice.total"]
+    assert method.props["symbol_kind"] == "method"
+    assert method.props["language"] == "python"
+    assert method.props["signature"] == "def total(self) -> float"
+    assert method.props["start_line"] < method.props["end_line"]
+    assert nodes["sym:rust/src/ledger.rs::Balance"].props["symbol_kind"] == "trait"
+    assert nodes["sym:go/internal/store/store.go::Store"].props["symbol_kind"] == "interface"
+    assert nodes["sym:java/src/main/java/com/acme/billing/Invoice.java::Invoice"].props["symbol_kind"] == "class"
+
+
+def test_every_symbol_has_chunks_with_header_and_lines(project_graph):
+    by_node: dict[str, list] = {}
+    for chunk in project_graph.chunks:
+        by_node.setdefault(chunk.node_key, []).append(chunk)
+    symbols = [n for n in project_graph.nodes if n.key.startswith("sym:")]
+    for node in symbols:
+        chunks = sorted(by_node[node.key], key=lambda c: c.ordinal)
+        assert [c.ordinal for c in chunks] == list(range(len(chunks)))
+        first = chunks[0]
+        path = node.props["path"]
+        assert first.text.startswith(f"{path}::{node.name}")
+        assert node.props["signature"].split("\n")[0] in first.text
+        assert first.kind == "code"
+        assert node.props["start_line"] <= first.start_line <= node.props["end_line"]
+    # Go doc comments sit above the code: the chunk carries them.
+    save = by_node["sym:go/internal/store/memory.go::MemoryStore.Save"][0]
+    assert "Save stores an order." in save.text
+    # Module-level code gives the file a chunk.
+    assert "file:python/shop/billing.py" in by_node
+    assert 'if __name__ == "__main__":' in by_node["file:python/shop/billing.py"][0].text
+
+
+def test_long_bodies_split_at_line_boundaries():
+    body = "".join(f"    total += compute_value_number_{i}(argument_one, argument_two)\n" for i in range(120))
+    source = f"def long_function(argument_one, argument_two):\n    total = 0\n{body}    return total\n"
+    facts = parse_file("pkg/long.py", source.encode())
+    graph = build_graph({facts.path: facts})
+    chunks = sorted(
+        (c for c in graph.chunks if c.node_key == symbol_key("pkg/long.py", "long_function")), key=lambda c: c.ordinal
+    )
+    assert len(chunks) > 5
+    covered = []
+    for chunk in chunks:
+        assert len(chunk.text) <= MAX_CHUNK_CHARS + 50
+        assert chunk.text.startswith("pkg/long.py::long_function")
+        assert "def long_function(argument_one, argument_two)" in chunk.text.split("\n")[1]
+        covered.append((chunk.start_line, chunk.end_line))
+    # Consecutive, non-overlapping line ranges covering the whole function.
+    assert covered[0][0] == 1 and covered[-1][1] == source.count("\n")
+    for (_, end), (start, _) in zip(covered, covered[1:]):
+        assert start == end + 1
+    assert len({c.id for c in chunks}) == len(chunks)
+
+
+def test_class_chunk_shows_methods_as_signatures_only(project_graph):
+    chunk = next(c for c in project_graph.chunks if c.node_key == "sym:python/shop/billing.py::BillingService")
+    assert "def bill(self, customer, amount): ..." in chunk.text
+    assert "new_invoice(customer, amount)" not in chunk.text  # that line lives in the method's chunk
+
+
+def test_overloads_share_one_key():
+    source = b"""
+class Pad {
+    String pad(String s) { return s; }
+    String pad(String s, int n) { return s; }
+}
+"""
+    facts = parse_file("Pad.java", source)
+    assert [s.qualname for s in facts.symbols] == ["Pad", "Pad.pad"]
+    graph = build_graph({"Pad.java": facts})
+    assert sum(1 for n in graph.nodes if n.key == "sym:Pad.java::Pad.pad") == 1
+
+
+def test_calls_from_module_level_code_start_at_the_file():
+    a = parse_file("app/a.py", b"from app.b import go\n\ngo()\n")
+    b = parse_file("app/b.py", b"def go():\n    pass\n")
+    graph = build_graph({"app/a.py": a, "app/b.py": b})
+    calls = [r for r in graph.rels if r.type is RelType.CALLS]
+    assert [(r.src, r.dst) for r in calls] == [(file_key("app/a.py"), symbol_key("app/b.py", "go"))]
+    assert calls[0].props["resolution"] == "import" and calls[0].props["lines"] == [3]
+
+
+def test_src_layout_and_relative_imports():
+    files = {
+        "src/pkg/__init__.py": parse_file("src/pkg/__init__.py", b""),
+        "src/pkg/core.py": parse_file("src/pkg/core.py", b"def work():\n    pass\n"),
+        "src/pkg/sub/__init__.py": parse_file("src/pkg/sub/__init__.py", b""),
+        "src/pkg/sub/use.py": parse_file(
+            "src/pkg/sub/use.py", b"from ..core import work\nimport pkg.core\n\ndef a():\n    work()\n    pkg.core.work()\n"
+        ),
+    }
+    graph = build_graph(files)
+    calls = {(r.src, r.dst, r.props["resolution"]) for r in graph.rels if r.type is RelType.CALLS}
+    target = symbol_key("src/pkg/core.py", "work")
+    src = symbol_key("src/pkg/sub/use.py", "a")
+    # `work()` and `pkg.core.work()` both reach the same function: one edge, both lines.
+    assert [(s, d) for s, d, _ in calls] == [(src, target)]
+    edge = next(r for r in graph.rels if r.type is RelType.CALLS and r.src == src)
+    assert edge.props["lines"] == [5, 6]
+
+
+def test_unknown_names_make_no_edges():
+    facts = parse_file("x.py", b"def f(obj):\n    obj.frobnicate_widget()\n    undefined_thing()\n")
+    graph = build_graph({"x.py": facts})
+    assert not [r for r in graph.rels if r.type is RelType.CALLS]
+    node = next(n for n in graph.nodes if n.key == "sym:x.py::f")
+    assert node.props["unresolved_calls"] == ["obj.frobnicate_widget", "undefined_thing"]
