@@ -1,0 +1,266 @@
+"""Secret redaction: replace credential-looking strings with ``[REDACTED:<kind>]`` before indexing.
+
+Text from documents and code ends up in BM25 and vector indexes and in answers handed to agents,
+so credentials must not survive ingestion. Two families of rules:
+
+* **shaped** secrets recognisable on their own (``AKIA...``, ``ghp_...``, JWTs, private key
+  blocks, ``scheme://user:pass@host``);
+* **named** secrets: a value assigned to a name that says it is secret (``password = "..."``,
+  ``API_KEY=...``, ``"client_secret": "..."``). Values that are code rather than literals
+  (``os.environ["X"]``, ``get_token()``, type hints) are left alone, and names that merely contain
+  a secret word (``token_type``, ``password_hint``) do not count.
+
+Every pattern is precompiled, anchored on a distinctive prefix or bounded in length, so redaction
+stays linear in practice. Plain git shas are never touched: no rule matches bare hex.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+MARKER = "[REDACTED:{}]"
+_ALREADY = "[REDACTED:"
+
+
+@dataclass(frozen=True, slots=True)
+class _Rule:
+    kind: str
+    pattern: re.Pattern[str]
+    group: int = 0  # the group holding the secret; the rest of the match is kept
+    check: Callable[[str], bool] | None = None
+    # Lower-case substrings one of which any match must contain: a cheap test that lets most
+    # rules skip most texts without running their regex at all.
+    needles: tuple[str, ...] = ()
+
+
+def _entropy(value: str) -> float:
+    """Shannon entropy in bits per character."""
+    counts = Counter(value)
+    n = len(value)
+    return -sum(c / n * math.log2(c / n) for c in counts.values())
+
+
+_TEMPLATE = re.compile(r"%[-+ #0-9.]*[sdfrxXeg]|\{[\w.:!]*\}")  # "%0.f0", "{name}"
+_WORDY = re.compile(r"^[-_./:@]*(?:[A-Za-z]+|[0-9]+)(?:[-_./:@]+(?:[A-Za-z]+|[0-9]+))*[-_./:@]*$")
+_GIT_SHA = re.compile(r"^[0-9a-f]{40}$")
+
+
+def _high_entropy(value: str) -> bool:
+    """A random-looking token: long, varied, and a mix of character classes.
+
+    Paths, keys and slugs ("billing/api.py", "user-12345") are words and numbers joined by
+    separators; a git sha is an identifier, not a secret. Neither counts.
+    """
+    if len(value) < 16 or value.startswith(_ALREADY):
+        return False
+    if _WORDY.match(value) or _GIT_SHA.match(value) or _DOTTED.match(value):
+        return False
+    if _TEMPLATE.search(value):
+        return False
+    # Generated keys mix letters and digits; identifiers and prose rarely do both at length.
+    if not (re.search(r"[A-Za-z]", value) and re.search(r"[0-9]", value)):
+        return False
+    return _entropy(value) >= 3.3
+
+
+_PLACEHOLDER = re.compile(
+    r"""^(?:
+        \$\{?[A-Za-z_][\w.-]*\}?      # $VAR, ${VAR}
+      | \$\{\{.*\}\}                  # ${{ secrets.NAME }}
+      | \{\{.*\}\}                    # {{ template }}
+      | <[^>]*>                       # <your-token>
+      | %\(?[\w.]*\)?s?               # %(name)s, %s
+      | [*:.\-•]+ | x+ | X+          # masked
+      | \#[0-9A-Fa-f]{3,8}            # a colour, as in editor themes ("Token": "#cccccc")
+      | (?i:none|null|nil|true|false|changeme|change[-_]me|example|dummy|redacted|todo|tbd|xxx+)
+      | (?i:pass|passwd|password|pwd|secret|token|api[_-]?key|your[_-]?\w+|my[_-]?\w+)
+      | \[REDACTED:.*
+    )$""",
+    re.VERBOSE,
+)
+
+
+def _literal_secret(value: str) -> bool:
+    """A quoted literal worth hiding: not empty, not a placeholder, not a reference."""
+    return len(value) >= 4 and not _PLACEHOLDER.match(value)
+
+
+def _token_literal(value: str) -> bool:
+    """A literal assigned to a secret/token/key name: like a password, but without spaces
+    (labels and messages such as "Token expired, log in again" are not credentials)."""
+    return _literal_secret(value) and not any(c.isspace() for c in value)
+
+
+def _bare_secret(value: str) -> bool:
+    """An unquoted value (``.env``/YAML/ini) that is a secret rather than a word or expression.
+
+    Requiring a letter and a digit or symbol keeps out type hints (``password: str``), references
+    (``token: Token``, ``settings.SECRET_KEY``) and numbers (``max_tokens = 1000``).
+    """
+    if len(value) < 8 or _PLACEHOLDER.match(value) or _DOTTED.match(value):
+        return False
+    return bool(re.search(r"[A-Za-z]", value) and re.search(r"[^A-Za-z_.-]", value))
+
+
+# ``settings.SECRET_KEY``, ``cfg.auth.token``: attribute access, i.e. code.
+_DOTTED = re.compile(r"^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+$")
+
+
+def _url_password(value: str) -> bool:
+    return bool(value) and not _PLACEHOLDER.match(value)
+
+
+# Words that make a name secret when the name ends with them ("db_password", "client_secret",
+# "apiKey", "auth_token"). Only the ending matters, so "client_secret" needs no entry of its own.
+_PASSWORD_NAMES = r"password|passwd|passphrase|pwd"
+_STRONG_NAMES = r"secret|token|(?:api|access|secret|private)[_-]?key|apikey|conn(?:ection)?[_-]?string"
+# Names ending in "key" are often harmless ("sort_key", "cache_key"): only random values count.
+_WEAK_NAMES = r"key|hmac|salt|credentials?"
+
+# The secret word must end the name ("db_password", not "password_hint"); what precedes it does
+# not matter, so the regex starts at the word. Then an optional closing quote (JSON keys), an
+# assignment operator (=, :, :=, =>) and the value.
+_END_OF_NAME = r"""(?![A-Za-z0-9_])["']?"""
+_QUOTED_VALUE = r"""\s*(?::=|=>|[:=])\s*(?P<q>["'`])(?P<v>[^"'`\n]{1,500})(?P=q)"""
+# Unquoted values run to whitespace, ';' or ','; call or subscript syntax ends the match early
+# and fails the lookahead, so code such as ``os.environ["X"]`` is never taken for a literal.
+_BARE_VALUE = r"""[ \t]*(?::=|=|:)[ \t]*(?P<v>[^\s"'`;,()\[\]{}<>]{1,500})(?=[\s;,]|$)"""
+
+
+def _named_quoted(names: str) -> re.Pattern[str]:
+    return re.compile(f"(?i:{names})" + _END_OF_NAME + _QUOTED_VALUE)
+
+
+def _named_bare(names: str) -> re.Pattern[str]:
+    return re.compile(f"(?m)(?i:{names})" + _END_OF_NAME + _BARE_VALUE)
+
+
+def _r(kind: str, pattern: str, needles: tuple[str, ...], **kw: Any) -> _Rule:
+    return _Rule(kind, re.compile(pattern), needles=needles, **kw)
+
+
+_PEM_BEGIN = r"-----BEGIN[A-Z0-9 ]{0,40} PRIVATE KEY(?: BLOCK)?-----"
+_PEM_END = r"-----END[A-Z0-9 ]{0,40} PRIVATE KEY(?: BLOCK)?-----"
+_NOT_BEFORE = r"(?<![A-Za-z0-9_])"
+
+_RULES: tuple[_Rule, ...] = (
+    # Multi-line blocks first, so their base64 bodies are not half-eaten by other rules.
+    _r("private-key", _PEM_BEGIN + r"[A-Za-z0-9+/=\s:,.\-]{0,20000}?" + _PEM_END, ("private key",)),
+    # A private key with its END line cut off (pasted into a postmortem, truncated by a log).
+    _r("private-key", _PEM_BEGIN + r"(?:\s*[A-Za-z0-9+/=:,.\-]{16,})*", ("private key",)),
+    _r(
+        "aws-access-key",
+        r"(?<![A-Z0-9])(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AIPA|ANPA|ANVA|APKA|AROA|ASCA)[0-9A-Z]{16}(?![A-Z0-9])",
+        ("akia", "asia", "abia", "acca", "agpa", "aida", "aipa", "anpa", "anva", "apka", "aroa", "asca"),
+    ),
+    _r(
+        "aws-secret-key",
+        r"(?i:aws)[A-Za-z0-9_.\- ]{0,30}?(?i:secret|private)[A-Za-z0-9_.\- ]{0,30}?"
+        r"[\"']?\s*(?::=|=>|[:=])\s*[\"']?(?P<v>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])",
+        ("aws",),
+        group=1,
+    ),
+    _r("github-token", _NOT_BEFORE + r"(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{36,255}(?![A-Za-z0-9_])",
+       ("ghp_", "gho_", "ghu_", "ghs_", "ghr_")),
+    _r("github-token", _NOT_BEFORE + r"github_pat_[A-Za-z0-9_]{22,255}", ("github_pat_",)),
+    _r("gitlab-token", _NOT_BEFORE + r"gl(?:pat|ptt|dt|rt|cbt|oas|ft|imt|soat|agent)-[A-Za-z0-9_\-]{20,255}",
+       ("glpat-", "glptt-", "gldt-", "glrt-", "glcbt-", "gloas-", "glft-", "glimt-", "glsoat-", "glagent-")),
+    _r("slack-token", _NOT_BEFORE + r"xox[abposre]-[A-Za-z0-9\-]{10,255}", ("xox",)),
+    _r("slack-token", _NOT_BEFORE + r"xapp-\d-[A-Za-z0-9\-]{10,255}", ("xapp-",)),
+    _r("slack-webhook", r"https://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9_/\-]{8,255}",
+       ("hooks.slack.com",)),
+    _r("discord-webhook", r"https://(?:ptb\.|canary\.)?discord(?:app)?\.com/api/webhooks/\d+/[A-Za-z0-9_\-]{20,255}",
+       ("/api/webhooks/",)),
+    _r("stripe-key", _NOT_BEFORE + r"(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,255}", ("_live_", "_test_")),
+    _r("stripe-webhook-secret", _NOT_BEFORE + r"whsec_[A-Za-z0-9]{24,255}", ("whsec_",)),
+    _r("google-api-key", _NOT_BEFORE + r"AIza[0-9A-Za-z_\-]{35}(?![A-Za-z0-9_\-])", ("aiza",)),
+    _r("google-oauth-secret", _NOT_BEFORE + r"GOCSPX-[A-Za-z0-9_\-]{20,60}", ("gocspx-",)),
+    # OpenAI / Anthropic style: "sk-" then a long run that contains a digit (prose like
+    # "sk-learn-style" has none, and is short).
+    _r("api-key", r"(?<![A-Za-z0-9_\-])sk-(?=[A-Za-z0-9_\-]{0,200}\d)[A-Za-z0-9_\-]{32,255}", ("sk-",)),
+    _r("npm-token", _NOT_BEFORE + r"npm_[A-Za-z0-9]{36}(?![A-Za-z0-9])", ("npm_",)),
+    _r("pypi-token", _NOT_BEFORE + r"pypi-AgE[A-Za-z0-9_\-]{50,500}", ("pypi-age",)),
+    _r("huggingface-token", _NOT_BEFORE + r"hf_[A-Za-z0-9]{34,40}(?![A-Za-z0-9])", ("hf_",)),
+    _r("sendgrid-key", _NOT_BEFORE + r"SG\.[A-Za-z0-9_\-]{22}\.[A-Za-z0-9_\-]{43}", ("sg.",)),
+    _r("twilio-key", _NOT_BEFORE + r"SK[0-9a-f]{32}(?![0-9A-Za-z])", ("sk",)),
+    _r("jwt", r"(?<![A-Za-z0-9_\-])eyJ[A-Za-z0-9_\-]{8,4000}\.eyJ[A-Za-z0-9_\-]{8,8000}\.[A-Za-z0-9_\-]{8,4000}",
+       ("eyj",)),
+    _r(
+        "azure-connection-string",
+        r"(?i:AccountKey|SharedAccessKey|SharedAccessSignature|SharedSecretValue)=(?P<v>[^;\s\"'<>]{8,1000})",
+        ("accountkey=", "sharedaccesskey=", "sharedaccesssignature=", "sharedsecretvalue="),
+        group=1,
+    ),
+    _r("azure-sas-signature", r"[?&]sig=(?P<v>[A-Za-z0-9%+/=]{20,500})", ("sig=",), group=1),
+    _r(
+        "url-password",
+        r"\b[A-Za-z][A-Za-z0-9+.\-]{1,20}://[^\s:/@'\"]{0,256}:(?P<v>[^\s@/'\"]{1,256})@",
+        ("://",),
+        group=1,
+        check=_url_password,
+    ),
+    _r(
+        "bearer-token",
+        r"(?i:authorization)[\"']?\s*[:=]\s*[\"']?(?i:bearer|token|basic)\s+(?P<v>[A-Za-z0-9_\-.~+/=]{12,4000})",
+        ("authorization",),
+        group=1,
+    ),
+    # Named secrets, quoted then bare; strong names take any literal, weak names random ones.
+    _Rule("password", _named_quoted(_PASSWORD_NAMES), 2, _literal_secret, ("pass", "pwd")),
+    _Rule("secret", _named_quoted(_STRONG_NAMES), 2, _token_literal, ("secret", "token", "key", "conn")),
+    _Rule("secret", _named_quoted(_WEAK_NAMES), 2, _high_entropy, ("key", "hmac", "salt", "credential")),
+    _Rule("password", _named_bare(_PASSWORD_NAMES), 1, _bare_secret, ("pass", "pwd")),
+    _Rule("secret", _named_bare(_STRONG_NAMES), 1, _bare_secret, ("secret", "token", "key", "conn")),
+    _Rule("secret", _named_bare(_WEAK_NAMES), 1, _high_entropy, ("key", "hmac", "salt", "credential")),
+)
+
+
+def redact(text: str) -> tuple[str, int]:
+    """Replace secrets in ``text`` with ``[REDACTED:<kind>]``; return the new text and the count."""
+    if not text:
+        return text, 0
+    low = text.lower()
+    total = 0
+    for rule in _RULES:
+        if rule.needles and not any(n in low for n in rule.needles):
+            continue
+        text, n = _apply(rule, text)
+        total += n
+    return text, total
+
+
+def _apply(rule: _Rule, text: str) -> tuple[str, int]:
+    count = 0
+    marker = MARKER.format(rule.kind)
+
+    def sub(match: re.Match[str]) -> str:
+        nonlocal count
+        if rule.group:
+            value = match.group("v")
+            if value.startswith(_ALREADY) or (rule.check and not rule.check(value)):
+                return match.group(0)
+            start, end = match.span("v")
+            base = match.start()
+            count += 1
+            whole = match.group(0)
+            return whole[: start - base] + marker + whole[end - base :]
+        value = match.group(0)
+        if rule.check and not rule.check(value):
+            return value
+        count += 1
+        return marker
+
+    return rule.pattern.sub(sub, text), count
+
+
+def contains_secret(text: str) -> bool:
+    """Whether :func:`redact` would change ``text``."""
+    return redact(text)[1] > 0
+
+
+__all__ = ["MARKER", "contains_secret", "redact"]
