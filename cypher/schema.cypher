@@ -5,20 +5,15 @@
 CREATE CONSTRAINT graphmem_node_key IF NOT EXISTS
 FOR (n:Node) REQUIRE (n.project, n.key) IS UNIQUE;
 
-CREATE INDEX graphmem_node_kind IF NOT EXISTS
-FOR (n:Node) ON (n.project, n.kind);
-
-// Withdrawing a source file finds its elements through source_path (the element's primary source)
-// and, for the few elements with several sources, through the shared flag.
+// Withdrawing a source file finds its elements through source_path and, for the few elements that
+// several sources assert, through multi (only those have the property, so that index stays small).
 CREATE INDEX graphmem_node_source IF NOT EXISTS
 FOR (n:Node) ON (n.project, n.source_path);
 
-CREATE INDEX graphmem_node_shared IF NOT EXISTS
-FOR (n:Node) ON (n.project, n.shared);
+CREATE INDEX graphmem_node_multi IF NOT EXISTS
+FOR (n:Node) ON (n.project, n.multi);
 
-CREATE INDEX graphmem_node_name IF NOT EXISTS
-FOR (n:Node) ON (n.project, n.name);
-
+// Names and keys, for finding nodes from the words of a question.
 CREATE FULLTEXT INDEX graphmem_node_text IF NOT EXISTS
 FOR (n:Node) ON EACH [n.name, n.key];
 
@@ -42,7 +37,7 @@ FOR (s:GraphmemSource) REQUIRE (s.project, s.path) IS UNIQUE;
 // Per relationship type, repeated by the engine for every type of the model ({TYPE} and {type} are
 // filled from that allow-list, never from user input). Relationship indexes need a type.
 CREATE INDEX graphmem_rel_{type}_source IF NOT EXISTS
-FOR ()-[r:{TYPE}]-() ON (r.project, r.source_path);
+FOR ()-[r:{TYPE}]-() ON (r.source_path);
 
-CREATE INDEX graphmem_rel_{type}_shared IF NOT EXISTS
-FOR ()-[r:{TYPE}]-() ON (r.project, r.shared);
+CREATE INDEX graphmem_rel_{type}_multi IF NOT EXISTS
+FOR ()-[r:{TYPE}]-() ON (r.multi);

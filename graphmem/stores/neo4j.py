@@ -1,9 +1,13 @@
 """The Neo4j store, through the official driver.
 
 Every node has the label ``:Node`` and its kind's label (``:Symbol``, ``:Decision``...), and the
-properties ``project``, ``key``, ``kind``, ``name``, the provenance fields, ``sources`` (every source
-path that asserts it), ``source_path`` (one of them, indexed), ``shared`` (more than one source),
-``valid_from`` and ``valid_to``. Relationships carry the same bookkeeping plus ``project``.
+properties ``project``, ``key``, ``kind``, ``name``, the provenance fields, ``valid_from`` and
+``valid_to``. Relationships carry the provenance fields and validity.
+
+Sources: ``source_path`` names the source an element came from. The rare element that several
+sources assert also has ``sources`` (all of them) and ``multi = true``; a closed element has
+``sources = []``. Both ``source_path`` and ``multi`` are indexed, so withdrawing a file finds its
+elements without a scan. Properties are kept few on purpose: write cost grows with their number.
 
 Writes are batched with ``UNWIND`` in managed transactions (the driver retries transient errors);
 values always travel as parameters, and the only text spliced into a query is a label or a
@@ -12,8 +16,11 @@ relationship type taken from the model's enums.
 
 from __future__ import annotations
 
+import threading
+import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from graphmem.config import Neo4jSettings
 from graphmem.cypher import read_cypher, split_statements
@@ -32,9 +39,11 @@ from graphmem.model import (
     to_iso,
 )
 from graphmem.stores.base import Counts, Direction, Edge, Step, TraversalMixin, WriteSummary
-from graphmem.stores.batch import ProvenanceStamper, element_sources, prepare_batch
+from graphmem.stores.batch import Batch, ProvenanceStamper, element_sources, prepare_batch
 
-_BOOKKEEPING = frozenset({"project", "key", "kind", "name", "sources", "shared", "valid_from", "valid_to"})
+T = TypeVar("T")
+
+_BOOKKEEPING = frozenset({"project", "key", "kind", "name", "sources", "multi", "valid_from", "valid_to"})
 _PROV = frozenset(PROVENANCE_FIELDS)
 _RELTYPES = {t.value: t for t in RelType}
 
@@ -46,34 +55,66 @@ def _valid(var: str, as_of: str | None) -> str:
     return f"({var}.valid_from <= $as_of AND ({var}.valid_to IS NULL OR {var}.valid_to > $as_of))"
 
 
+# The source list of an element as stored (see the module docstring), before this write.
+_OLD_SOURCES = "coalesce({v}.sources, CASE WHEN {v}.source_path IS NULL THEN [] ELSE [{v}.source_path] END)"
+
+# After MERGE: a new element has no valid_from yet; a closed one is reopened from row.valid_from.
+# Everything read from the element is read before the one SET clause, so the planner needs no Eager
+# barrier (it would add one for a read after a map update).
+_MERGE_TAIL = """
+WITH {v}, row, {v}.valid_from AS old_from, {v}.valid_from IS NULL OR {v}.valid_to IS NOT NULL AS restart,
+     {old} AS old
+WITH {v}, row, old_from, restart, old + [s IN row.sources WHERE NOT s IN old] AS merged
+SET {v} += row.props,{extra}
+    {v}.valid_from = CASE WHEN restart THEN row.valid_from ELSE old_from END,
+    {v}.valid_to = row.valid_to,
+    {v}.sources = CASE WHEN size(merged) > 1 THEN merged END,
+    {v}.multi = CASE WHEN size(merged) > 1 THEN true END
+"""
+
 _UPSERT_NODES = """
 UNWIND $rows AS row
-MERGE (n:Node {project: $project, key: row.key})
-ON CREATE SET n.valid_from = row.valid_from, n.sources = []
-WITH n, row, n.valid_to IS NOT NULL AS reopened
-SET n += row.props
-SET n:`%(label)s`
-SET n.kind = row.kind, n.name = row.name,
-    n.valid_from = CASE WHEN reopened THEN row.valid_from ELSE n.valid_from END,
-    n.valid_to = row.valid_to,
-    n.sources = n.sources + [s IN row.sources WHERE NOT s IN n.sources]
-SET n.shared = size(n.sources) > 1
-"""
+MERGE (n:Node {project: $project, key: row.key})""" + _MERGE_TAIL.format(
+    v="n", old=_OLD_SOURCES.format(v="n"), extra=" n:`%(label)s`, n.kind = row.kind, n.name = row.name,")
 
 _UPSERT_RELS = """
 UNWIND $rows AS row
 MATCH (a:Node {project: $project, key: row.src})
 MATCH (b:Node {project: $project, key: row.dst})
-MERGE (a)-[r:`%(type)s`]->(b)
-ON CREATE SET r.valid_from = row.valid_from, r.sources = [], r.project = $project
-WITH r, row, r.valid_to IS NOT NULL AS reopened
-SET r += row.props
-SET r.valid_from = CASE WHEN reopened THEN row.valid_from ELSE r.valid_from END,
-    r.valid_to = row.valid_to,
-    r.sources = r.sources + [s IN row.sources WHERE NOT s IN r.sources]
-SET r.shared = size(r.sources) > 1
+MERGE (a)-[r:`%(type)s`]->(b)""" + _MERGE_TAIL.format(v="r", old=_OLD_SOURCES.format(v="r"), extra="") + """
 RETURN count(r) AS written
 """
+
+# Fast paths for elements known not to exist yet (about half the cost of the merging form): nodes
+# the same transaction found missing, relationships with an end created by this upsert.
+_EXISTING_KEYS = "UNWIND $keys AS k MATCH (n:Node {project: $project, key: k}) RETURN collect(k) AS keys"
+
+_CREATE_NODES = """
+UNWIND $rows AS row
+CREATE (n:Node:`%(label)s`)
+SET n += row.props, n.project = $project, n.key = row.key, n.kind = row.kind, n.name = row.name,
+    n.valid_from = row.valid_from%(extra)s
+"""
+
+_CREATE_RELS = """
+UNWIND $rows AS row
+MATCH (a:Node {project: $project, key: row.src})
+MATCH (b:Node {project: $project, key: row.dst})
+CREATE (a)-[r:`%(type)s`]->(b)
+SET r += row.props, r.valid_from = row.valid_from%(extra)s
+RETURN count(r) AS written
+"""
+
+# Only for the rare new element that is born closed or with several sources: every SET item costs.
+_CREATE_EXTRA = """, {v}.valid_to = row.valid_to,
+    {v}.sources = CASE WHEN size(row.sources) > 1 THEN row.sources END,
+    {v}.multi = CASE WHEN size(row.sources) > 1 THEN true END"""
+
+
+def _plain(row: dict[str, Any]) -> bool:
+    """A new element with one source and no end: the lean create statement fits it."""
+    return row["valid_to"] is None and len(row["sources"]) == 1
+
 
 _UPSERT_CHUNKS = """
 UNWIND $rows AS row
@@ -84,27 +125,61 @@ MATCH (n:Node {project: $project, key: row.node_key})
 MERGE (n)-[:HAS_CHUNK]->(c)
 """
 
-# Withdrawing sources. Elements are found through the indexed primary source or the shared flag.
+# Withdrawing sources: the elements whose source_path is withdrawn, and the multi-source ones that
+# list it. Each row says what sources are left.
 _WITHDRAW_NODES = """
 CALL () {
   MATCH (n:Node {project: $project}) WHERE n.source_path IN $paths RETURN n
   UNION
-  MATCH (n:Node {project: $project, shared: true}) WHERE any(s IN n.sources WHERE s IN $paths) RETURN n
+  MATCH (n:Node {project: $project, multi: true}) WHERE any(s IN n.sources WHERE s IN $paths) RETURN n
 }
-WITH n, [s IN n.sources WHERE NOT s IN $paths] AS left
-RETURN n.key AS key, left, n.valid_to IS NULL AS was_open
-"""
+WITH n, %(old)s AS old
+WHERE any(s IN old WHERE s IN $paths)
+RETURN n.key AS key, [s IN old WHERE NOT s IN $paths] AS left
+""" % {"old": _OLD_SOURCES.format(v="n")}
 
 _WITHDRAW_RELS = """
 CALL () {
-  MATCH ()-[r:`%(type)s`]->() WHERE r.project = $project AND r.source_path IN $paths RETURN r
+  MATCH (a:Node)-[r:`%(type)s`]->() WHERE r.source_path IN $paths AND a.project = $project RETURN r
   UNION
-  MATCH ()-[r:`%(type)s`]->() WHERE r.project = $project AND r.shared = true
+  MATCH (a:Node)-[r:`%(type)s`]->() WHERE r.multi = true AND a.project = $project
     AND any(s IN r.sources WHERE s IN $paths) RETURN r
 }
-WITH r, [s IN r.sources WHERE NOT s IN $paths] AS left
-RETURN elementId(r) AS id, left, r.valid_to IS NULL AS was_open
-"""
+WITH r, %(old)s AS old
+WHERE any(s IN old WHERE s IN $paths)
+RETURN elementId(r) AS id, [s IN old WHERE NOT s IN $paths] AS left
+""".replace("%(old)s", _OLD_SOURCES.format(v="r"))
+
+# Sources left after a withdrawal, written back in the stored form.
+_SET_LEFT = """SET {v}.sources = CASE WHEN size(row.left) > 1 THEN row.left END,
+    {v}.multi = CASE WHEN size(row.left) > 1 THEN true END,
+    {v}.source_path = CASE WHEN {v}.source_path IN row.left THEN {v}.source_path ELSE row.left[0] END"""
+
+
+@dataclass(slots=True)
+class Job:
+    """One write transaction of an upsert.
+
+    Phases run in order: 0 nodes, 1 relationships within a lane, 2 the other relationships,
+    3 chunks. Jobs with the same ``lane`` never run at the same time.
+    """
+
+    phase: int
+    work: Callable[[Any], Any]  # runs in the transaction; may return what to record once committed
+    lane: int | None = None
+
+
+def _lane(key: str) -> int:
+    """0 or 1: the lane of a node, from the source file its key names (or the key itself)."""
+    if key.startswith(("sym:", "file:")):
+        key = key[key.index(":") + 1:].partition("::")[0]
+    return zlib.crc32(key.encode()) & 1
+
+
+def _sources_of(props: dict[str, Any]) -> tuple[str, ...]:
+    if "sources" in props:
+        return tuple(props["sources"])
+    return (props["source_path"],) if props.get("source_path") else ()
 
 
 def _node_from(props: dict[str, Any]) -> Node:
@@ -116,14 +191,14 @@ def _node_from(props: dict[str, Any]) -> Node:
         props=plain,
         valid_from=props.get("valid_from"),
         valid_to=props.get("valid_to"),
-        sources=tuple(props.get("sources") or ()),
+        sources=_sources_of(props),
     )
 
 
 def _rel_from(src: str, typ: str, dst: str, props: dict[str, Any]) -> Relationship:
     plain = {k: v for k, v in props.items() if k not in _BOOKKEEPING and k not in _PROV}
     return Relationship(src, _RELTYPES[typ], dst, Provenance.from_props(props), plain,
-                        props.get("valid_from"), props.get("valid_to"), tuple(props.get("sources") or ()))
+                        props.get("valid_from"), props.get("valid_to"), _sources_of(props))
 
 
 def _chunk_from(props: dict[str, Any]) -> Chunk:
@@ -135,11 +210,12 @@ class Neo4jStore(TraversalMixin):
     """A project's graph in a Neo4j 5 database (shared with other projects, never mixed)."""
 
     def __init__(self, driver: Any, project: str, *, database: str | None = None,
-                 batch_size: int = 5000, owns_driver: bool = False) -> None:
+                 batch_size: int = 10_000, writers: int = 2, owns_driver: bool = False) -> None:
         self._driver = driver
         self._project = check_project(project)
         self._database = database
         self._batch_size = batch_size
+        self._writers = writers
         self._owns_driver = owns_driver
 
     @classmethod
@@ -206,9 +282,9 @@ class Neo4jStore(TraversalMixin):
 
         return self._run(False, work)
 
-    def _batches(self, rows: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
-        for i in range(0, len(rows), self._batch_size):
-            yield rows[i: i + self._batch_size]
+    def _batches(self, items: list[T]) -> Iterator[list[T]]:
+        for i in range(0, len(items), self._batch_size):
+            yield items[i: i + self._batch_size]
 
     def ensure_schema(self) -> None:
         statements = split_statements(read_cypher("schema.cypher"))
@@ -237,44 +313,128 @@ class Neo4jStore(TraversalMixin):
     ) -> WriteSummary:
         at = to_iso(at) if at else now_iso()
         batch = prepare_batch(nodes, rels, chunks)
-        stamp = ProvenanceStamper(at)
         summary = WriteSummary(nodes=len(batch.nodes), chunks=len(batch.chunks))
-        by_label: dict[NodeKind, list[dict[str, Any]]] = {}
-        for n in batch.nodes:
-            kind = n.kind
-            by_label.setdefault(kind, []).append({
-                "key": n.key, "kind": kind.value, "name": n.name,
-                "props": {**n.props, **stamp(n.provenance).as_props()},
-                "sources": list(element_sources(n)),
-                "valid_from": n.valid_from or at, "valid_to": n.valid_to,
-            })
-        for kind, rows in by_label.items():
-            query = _UPSERT_NODES % {"label": kind.label}
-            for part in self._batches(rows):
-                self._run(True, lambda tx, q=query, p=part: tx.run(q, project=self._project, rows=p).consume())
-        by_type: dict[RelType, list[dict[str, Any]]] = {}
-        for r in batch.rels:
-            by_type.setdefault(r.type, []).append({
-                "src": r.src, "dst": r.dst,
-                "props": {**r.props, **stamp(r.provenance).as_props()},
-                "sources": list(element_sources(r)),
-                "valid_from": r.valid_from or at, "valid_to": r.valid_to,
-            })
-        for typ, rows in by_type.items():
-            query = _UPSERT_RELS % {"type": typ.value}
-            for part in self._batches(rows):
-                written = self._run(
-                    True, lambda tx, q=query, p=part: tx.run(q, project=self._project, rows=p).single()["written"])
-                summary.rels += written
-                summary.missing_endpoints += len(part) - written
-        rows = [{
-            "id": c.id, "node_key": c.node_key,
-            "props": {"node_key": c.node_key, "ordinal": c.ordinal, "kind": c.kind, "text": c.text,
-                      "start_line": c.start_line, "end_line": c.end_line, **stamp(c.provenance).as_props()},
-        } for c in batch.chunks]
-        for part in self._batches(rows):
-            self._run(True, lambda tx, p=part: tx.run(_UPSERT_CHUNKS, project=self._project, rows=p).consume())
+        self._pipeline(self._write_jobs(batch, at, summary))
         return summary
+
+    def _write_jobs(self, batch: Batch, at: str, summary: WriteSummary) -> Iterator[Job]:
+        """The transactions of an upsert, nodes first, each built only when the writer needs it."""
+        stamp, project = ProvenanceStamper(at), self._project
+        created: set[str] = set()  # node keys this upsert created (filled by the node jobs)
+
+        def row(element: Node | Relationship) -> dict[str, Any]:
+            props = {**element.props, **stamp(element.provenance).as_props()}
+            # ``None`` values stay: ``+=`` removes those properties (and sets nothing on create).
+            return {"props": props, "sources": list(element_sources(element)),
+                    "valid_from": element.valid_from or at, "valid_to": element.valid_to}
+
+        def node_job(label: str, rows: list[dict[str, Any]]) -> Callable[[Any], Callable[[], None]]:
+            def work(tx: Any) -> Callable[[], None]:
+                existing = set(tx.run(_EXISTING_KEYS, project=project, keys=[r["key"] for r in rows]).single()["keys"])
+                fresh = [r for r in rows if r["key"] not in existing]
+                for lean in (True, False):
+                    part = [r for r in fresh if _plain(r) is lean]
+                    if part:
+                        extra = "" if lean else _CREATE_EXTRA.format(v="n")
+                        tx.run(_CREATE_NODES % {"label": label, "extra": extra}, project=project, rows=part).consume()
+                if existing:
+                    tx.run(_UPSERT_NODES % {"label": label}, project=project,
+                           rows=[r for r in rows if r["key"] in existing]).consume()
+                return lambda: created.update(r["key"] for r in fresh)
+            return work
+
+        def rel_job(typ: str, rows: list[dict[str, Any]]) -> Callable[[Any], Callable[[], None]]:
+            def work(tx: Any) -> Callable[[], None]:
+                # A relationship with an end that did not exist before this upsert cannot exist.
+                new = [r for r in rows if r["src"] in created or r["dst"] in created]
+                old = [r for r in rows if not (r["src"] in created or r["dst"] in created)]
+                written = 0
+                for lean in (True, False):
+                    part = [r for r in new if _plain(r) is lean]
+                    if part:
+                        extra = "" if lean else _CREATE_EXTRA.format(v="r")
+                        written += tx.run(_CREATE_RELS % {"type": typ, "extra": extra}, project=project,
+                                          rows=part).single()["written"]
+                if old:
+                    written += tx.run(_UPSERT_RELS % {"type": typ}, project=project, rows=old).single()["written"]
+                def count() -> None:
+                    summary.rels += written
+                    summary.missing_endpoints += len(rows) - written
+                return count
+            return work
+
+        by_label: dict[NodeKind, list[Node]] = {}
+        for n in batch.nodes:
+            by_label.setdefault(n.kind, []).append(n)
+        for kind, members in by_label.items():
+            for part in self._batches(members):
+                yield Job(0, node_job(kind.label, [{"key": n.key, "kind": kind.value, "name": n.name, **row(n)}
+                                                   for n in part]))
+        # Two transactions that write relationships deadlock when they share an end node. So nodes
+        # are split in two lanes by their source file (keeps a file's relationships together): the
+        # relationships inside one lane run beside those of the other, the rest afterwards, serially.
+        lanes: dict[tuple[int, RelType], list[Relationship]] = {}
+        for r in batch.rels:
+            lane_src, lane_dst = _lane(r.src), _lane(r.dst)
+            lanes.setdefault((lane_src if lane_src == lane_dst else 2, r.type), []).append(r)
+        inside = [sorted(((t, rels) for (ln, t), rels in lanes.items() if ln == lane), key=lambda x: x[0].value)
+                  for lane in (0, 1)]
+        parts = [[(t, part) for t, rels in groups for part in self._batches(rels)] for groups in inside]
+        for i in range(max(len(parts[0]), len(parts[1]))):  # alternate lanes so both stay busy
+            for lane in (0, 1):
+                if i < len(parts[lane]):
+                    typ, part = parts[lane][i]
+                    yield Job(1, rel_job(typ.value, [{"src": r.src, "dst": r.dst, **row(r)} for r in part]), lane)
+        for (ln, typ), rels in sorted(lanes.items(), key=lambda x: x[0][1].value):
+            if ln == 2:
+                for part in self._batches(rels):
+                    yield Job(2, rel_job(typ.value, [{"src": r.src, "dst": r.dst, **row(r)} for r in part]), 2)
+        for part in self._batches(batch.chunks):
+            rows = [{
+                "id": c.id, "node_key": c.node_key,
+                "props": {"node_key": c.node_key, "ordinal": c.ordinal, "kind": c.kind, "text": c.text,
+                          "start_line": c.start_line, "end_line": c.end_line, **stamp(c.provenance).as_props()},
+            } for c in part]
+            yield Job(3, lambda tx, rows=rows: tx.run(_UPSERT_CHUNKS, project=project, rows=rows).consume())
+
+    def _pipeline(self, jobs: Iterator[Job]) -> None:
+        """Run write jobs on writer threads while this thread builds the next ones.
+
+        Building rows is Python work and the server's is the rest: overlapping them, and running
+        independent transactions side by side, uses both cores. A phase starts only when the one
+        before it is done (relationships need their nodes); two jobs of the same lane never overlap.
+        """
+        from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+
+        running: dict[Future[Any], Job] = {}
+        phase = None
+
+        def settle(futures: Iterable[Future[Any]], how: str = "ALL_COMPLETED") -> None:
+            done, _ = wait(list(futures), return_when=how)
+            for future in done:
+                running.pop(future)
+                commit = future.result()
+                # Bookkeeping only once a transaction has committed: the driver may run a
+                # transaction function several times before one attempt succeeds.
+                if callable(commit):
+                    commit()
+
+        with ThreadPoolExecutor(max_workers=self._writers, thread_name_prefix="graphmem-neo4j-writer") as pool:
+            try:
+                for job in jobs:
+                    if job.phase != phase:
+                        settle(list(running))
+                        phase = job.phase
+                    if job.lane is not None:
+                        settle([f for f, j in running.items() if j.lane == job.lane])
+                    while len(running) >= self._writers:
+                        settle(list(running), FIRST_COMPLETED)
+                    running[pool.submit(self._run, True, job.work)] = job
+                settle(list(running))
+            except BaseException:
+                for future in running:
+                    future.cancel()
+                raise
 
     def close_sources(self, paths: Iterable[str], *, at: str | None = None) -> WriteSummary:
         return self._withdraw(sorted(set(paths)), at=to_iso(at) if at else now_iso(), delete=False)
@@ -292,20 +452,15 @@ class Neo4jStore(TraversalMixin):
             nodes = [r.data() for r in tx.run(_WITHDRAW_NODES, project=project, paths=paths)]
             keep = [{"key": n["key"], "left": n["left"]} for n in nodes if n["left"]]
             gone = [n["key"] for n in nodes if not n["left"]]
-            tx.run("""UNWIND $rows AS row MATCH (n:Node {project: $project, key: row.key})
-                      SET n.sources = row.left, n.shared = size(row.left) > 1,
-                          n.source_path = CASE WHEN n.source_path IN row.left THEN n.source_path
-                                               ELSE row.left[0] END""",
-                   project=project, rows=keep).consume()
+            tx.run("UNWIND $rows AS row MATCH (n:Node {project: $project, key: row.key}) "
+                   + _SET_LEFT.format(v="n"), project=project, rows=keep).consume()
             rels: list[dict[str, Any]] = []
             for typ in RelType:
                 rels += [r.data() for r in tx.run(_WITHDRAW_RELS % {"type": typ.value}, project=project, paths=paths)]
             rkeep = [{"id": r["id"], "left": r["left"]} for r in rels if r["left"]]
             rgone = [r["id"] for r in rels if not r["left"]]
-            tx.run("""UNWIND $rows AS row MATCH ()-[r]->() WHERE elementId(r) = row.id
-                      SET r.sources = row.left, r.shared = size(row.left) > 1,
-                          r.source_path = CASE WHEN r.source_path IN row.left THEN r.source_path
-                                               ELSE row.left[0] END""", rows=rkeep).consume()
+            tx.run("UNWIND $rows AS row MATCH ()-[r]->() WHERE elementId(r) = row.id "
+                   + _SET_LEFT.format(v="r"), rows=rkeep).consume()
             if delete:
                 summary.removed_rels = tx.run(
                     """UNWIND $ids AS id MATCH ()-[r]->() WHERE elementId(r) = id DELETE r RETURN count(*) AS c""",
@@ -320,12 +475,12 @@ class Neo4jStore(TraversalMixin):
                 summary.closed_rels = tx.run(
                     """UNWIND $ids AS id MATCH ()-[r]->() WHERE elementId(r) = id
                        WITH r, r.valid_to IS NULL AS was_open
-                       SET r.sources = [], r.shared = false, r.valid_to = coalesce(r.valid_to, $at)
+                       SET r.sources = [], r.multi = null, r.valid_to = coalesce(r.valid_to, $at)
                        RETURN count(CASE WHEN was_open THEN 1 END) AS c""", ids=rgone, at=at).single()["c"]
                 res = tx.run(
                     """UNWIND $keys AS k MATCH (n:Node {project: $project, key: k})
                        WITH n, n.valid_to IS NULL AS was_open
-                       SET n.sources = [], n.shared = false, n.valid_to = coalesce(n.valid_to, $at)
+                       SET n.sources = [], n.multi = null, n.valid_to = coalesce(n.valid_to, $at)
                        WITH n, was_open
                        OPTIONAL MATCH (n)-[r]-(:Node) WHERE was_open AND r.valid_to IS NULL
                        SET r.valid_to = $at
@@ -425,7 +580,7 @@ class Neo4jStore(TraversalMixin):
                 counts.nodes[r["kind"]] = r["c"]
             else:
                 counts.closed_nodes += r["c"]
-        for r in self._read("""MATCH ()-[r]->() WHERE r.project = $project
+        for r in self._read("""MATCH (:Node {project: $project})-[r]->(:Node)
                                RETURN type(r) AS type, r.valid_to IS NULL AS open, count(*) AS c"""):
             if r["open"]:
                 counts.rels[r["type"]] = r["c"]
