@@ -165,22 +165,47 @@ def test_special_files_are_not_opened(tmp_path: Path) -> None:
     assert reasons(skipped) == {"pipe.txt": "not a regular file (a FIFO)"}
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads files regardless of their mode")
-def test_unreadable_files_and_folders_are_reported(tmp_path: Path) -> None:
-    secret = write(tmp_path, "locked.txt")
-    folder = tmp_path / "closed"
-    write(tmp_path, "closed/a.py")
-    secret.chmod(0)
-    folder.chmod(0)
+_DISCOVER_AS_NOBODY = """
+import json, os, sys
+from extractors.policy import discover  # imported first: the interpreter may live where nobody can't read
+os.setgid(65534); os.setuid(65534)  # root reads any file whatever its mode; nobody does not
+files, skipped = discover(sys.argv[1])
+print(json.dumps({"files": files, "why": {s.path: s.reason for s in skipped}}))
+"""
+
+
+def test_unreadable_files_and_folders_are_reported() -> None:
+    import json
+    import shutil
+    import subprocess
+    import sys
+    import tempfile
+
+    # A world-traversable folder, so the check can also run as an unprivileged user when root.
+    root = Path(tempfile.mkdtemp(prefix="graphmem-perm-", dir="/tmp"))
     try:
-        files, skipped = discover(tmp_path)
+        root.chmod(0o755)
+        secret = write(root, "locked.txt")
+        folder = root / "closed"
+        write(root, "closed/a.py")
+        secret.chmod(0)
+        folder.chmod(0)
+        if os.geteuid() == 0:
+            out = subprocess.run([sys.executable, "-c", _DISCOVER_AS_NOBODY, str(root)], capture_output=True,
+                                 text=True, check=True, cwd=Path(__file__).resolve().parents[3])
+            result = json.loads(out.stdout)
+            files, why = result["files"], result["why"]
+        else:
+            files, skipped = discover(root)
+            why = reasons(skipped)
+        assert why["locked.txt"] == "unreadable: permission denied"
+        assert why["closed/"].startswith("cannot list folder")
+        assert files == []
     finally:
-        secret.chmod(0o600)
-        folder.chmod(0o700)
-    why = reasons(skipped)
-    assert why["locked.txt"] == "unreadable: permission denied"
-    assert why["closed/"].startswith("cannot list folder")
-    assert files == []
+        for path in (root / "locked.txt", root / "closed"):
+            if path.exists():
+                path.chmod(0o700)
+        shutil.rmtree(root)
 
 
 def test_root_must_be_a_folder(tmp_path: Path) -> None:
