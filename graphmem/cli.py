@@ -70,6 +70,57 @@ def cli(ctx: click.Context, store: str | None, home: Path | None, project: str |
 
 
 @cli.command()
+@click.argument("path", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@json_option
+@pass_context
+def ingest(ctx: Context, path: Path, as_json: bool) -> None:
+    """Ingest a repository or folder: code, git history, decisions, incidents, ownership."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from graphmem.ingest import ingest as run_ingest
+
+    project = ctx.project(path)
+    store = ctx.store(project)
+    console = Console(stderr=True)
+    try:
+        with Progress(TextColumn("{task.description:<8}"), BarColumn(), MofNCompleteColumn(), console=console,
+                      transient=True, disable=as_json or not console.is_terminal) as bar:
+            tasks: dict[str, int] = {}
+
+            def progress(stage: str, done: int, total: int) -> None:
+                if stage not in tasks:
+                    tasks[stage] = bar.add_task(stage, total=total)
+                bar.update(tasks[stage], completed=done, total=total)
+
+            report = run_ingest(path, store, cache_dir=ctx.settings.home / "cache", progress=progress)
+        ctx.remember(project)
+    finally:
+        store.close()
+    if as_json:
+        click.echo(json.dumps(report.as_dict(), indent=2))
+        return
+    w = report.written
+    click.echo(f"ingested {report.root} into project {project} ({ctx.settings.store} store) "
+               f"in {report.seconds:.1f} s")
+    click.echo(f"  files: {report.files} ({report.changed} changed, {report.deleted} deleted, "
+               f"{report.unchanged} unchanged); commits read: {report.commits}")
+    click.echo(f"  written: {w.nodes} nodes, {w.rels} relationships, {w.chunks} chunks; "
+               f"closed: {w.closed_nodes} nodes, {w.closed_rels} relationships")
+    if w.missing_endpoints:
+        click.echo(f"  relationships to nodes not in the graph (left out): {w.missing_endpoints}")
+    if report.redactions:
+        click.echo(f"  secrets redacted: {report.redactions}")
+    # Tool folders (.git, node_modules...) are skipped by design: counted, not listed.
+    routine = [s for s in report.skipped if s.reason.startswith("excluded folder")]
+    for item in report.skipped:
+        if item not in routine:
+            click.echo(f"  skipped {item.path}: {item.reason}", err=True)
+    if routine:
+        click.echo(f"  excluded tool and build folders: {len(routine)}", err=True)
+
+
+@cli.command()
 @json_option
 @pass_context
 def status(ctx: Context, as_json: bool) -> None:

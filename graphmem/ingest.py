@@ -1,0 +1,314 @@
+"""The ingest pipeline behind ``graphmem ingest PATH``.
+
+discover (policy) -> read and hash -> extract (code on both cores, decisions, incidents, ownership,
+git history) -> redact secrets -> close what changed or vanished -> upsert -> record state.
+
+Incremental by content hash: a file whose hash is unchanged is not extracted again (parsed code is
+also cached by hash). A changed or deleted file has its facts closed before the new ones are
+written, so nothing it no longer says stays open. Git history is read from the last ingested
+commit on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import orjson
+
+from extractors import code
+from extractors.base import Extraction, Skipped
+from extractors.decisions import extract_decision, is_decision_record
+from extractors.git import extract_history, head_commit, is_git_repo
+from extractors.incidents import extract_incident, is_incident_report
+from extractors.ownership import ServiceMap, extract_ownership
+from extractors.policy import Policy, read_project_config
+from extractors.secrets import redact
+from extractors.text import Vocabulary
+from graphmem.errors import ConfigError, GraphmemError
+from graphmem.model import Provenance, Relationship, RelType, now_iso, service_key, symbol_parts
+from graphmem.stores.base import GraphStore, WriteSummary
+
+Progress = Callable[[str, int, int], None]  # (stage, done, total)
+
+# Parsing in worker processes pays off only past a few dozen files (process start-up, pickling).
+PARALLEL_PARSE_MIN = 40
+
+
+@dataclass(slots=True)
+class IngestReport:
+    """What one ingest did."""
+
+    project: str
+    root: str
+    files: int = 0
+    changed: int = 0
+    deleted: int = 0
+    unchanged: int = 0
+    commits: int = 0
+    redactions: int = 0
+    skipped: list[Skipped] = field(default_factory=list)
+    written: WriteSummary = field(default_factory=WriteSummary)
+    head: str | None = None
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "project": self.project, "root": self.root, "files": self.files, "changed": self.changed,
+            "deleted": self.deleted, "unchanged": self.unchanged, "commits": self.commits,
+            "redactions": self.redactions, "head": self.head, "seconds": round(self.seconds, 2),
+            "written": {k: getattr(self.written, k) for k in self.written.__slots__},  # type: ignore[attr-defined]
+            "skipped": [{"path": s.path, "reason": s.reason} for s in self.skipped],
+        }
+
+
+def content_hash(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def _parse(args: tuple[str, bytes]) -> dict:
+    path, data = args
+    return code.parse_file(path, data).to_dict()
+
+
+def _symbol_ranges(path: str, data: bytes) -> list[tuple[str, int, int]]:
+    """Symbols of one version of a file, for mapping commit hunks onto functions."""
+    if not code.supports(path):
+        return []
+    return [(s.qualname, s.start_line, s.end_line) for s in code.parse_file(path, data).symbols]
+
+
+class FactsCache:
+    """Parsed code facts by content hash, so an unchanged file is never parsed twice."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    def _path(self, digest: str) -> Path:
+        return self.directory / digest[:2] / f"{digest}.json"
+
+    def get(self, digest: str) -> code.FileFacts | None:
+        try:
+            return code.FileFacts.from_dict(orjson.loads(self._path(digest).read_bytes()))
+        except (OSError, ValueError, TypeError, KeyError):
+            return None
+
+    def put(self, digest: str, facts: dict) -> None:
+        path = self._path(digest)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_bytes(orjson.dumps(facts))
+        tmp.replace(path)  # atomic: a reader never sees half a file
+
+
+def redact_extraction(ex: Extraction) -> int:
+    """Replace secret-looking strings in every property and chunk text; return how many."""
+    total = 0
+
+    def clean(props: dict) -> None:
+        nonlocal total
+        for name, value in props.items():
+            if isinstance(value, str) and value:
+                new, n = redact(value)
+                if n:
+                    props[name], total = new, total + n
+            elif isinstance(value, list) and value and isinstance(value[0], str):
+                out = []
+                for item in value:
+                    new, n = redact(item)
+                    out.append(new)
+                    total += n
+                props[name] = out
+
+    for node in ex.nodes:
+        clean(node.props)
+        node.name, n = redact(node.name)
+        total += n
+    for rel in ex.rels:
+        clean(rel.props)
+    for chunk in ex.chunks:
+        chunk.text, n = redact(chunk.text)
+        total += n
+    return total
+
+
+def service_dependencies(code_graph: Extraction, services: ServiceMap) -> list[Relationship]:
+    """DEPENDS_ON between services, from imports and calls that cross a service boundary.
+
+    Each dependency is asserted by the file whose import or call shows it, so it closes when that
+    file stops showing it.
+    """
+
+    def path_of(key: str) -> str | None:
+        if key.startswith("file:"):
+            return key[5:]
+        if key.startswith("sym:"):
+            return symbol_parts(key)[0]
+        return None
+
+    seen: dict[tuple[str, str, str], Relationship] = {}
+    for rel in code_graph.rels:
+        if rel.type not in (RelType.IMPORTS, RelType.CALLS):
+            continue
+        src_path, dst_path = path_of(rel.src), path_of(rel.dst)
+        if src_path is None or dst_path is None:
+            continue
+        a, b = services.service_of(src_path), services.service_of(dst_path)
+        if a and b and a != b:
+            ident = (service_key(a), service_key(b), rel.provenance.source_path)
+            if ident not in seen:
+                seen[ident] = Relationship(
+                    service_key(a), RelType.DEPENDS_ON, service_key(b),
+                    Provenance(rel.provenance.source_path, "dependencies", "1", rel.provenance.source_commit,
+                               min(1.0, rel.provenance.confidence)),
+                    {"via": rel.type.value},
+                )
+    return list(seen.values())
+
+
+def ingest(
+    root: str | Path,
+    store: GraphStore,
+    *,
+    cache_dir: str | Path,
+    progress: Progress | None = None,
+    workers: int = 2,
+) -> IngestReport:
+    """Bring ``store`` up to date with the repository (or folder) at ``root``."""
+    started = time.perf_counter()
+    root = Path(root).expanduser().resolve()
+    if not root.is_dir():
+        raise GraphmemError(f"not a folder: {root}")
+    report = IngestReport(project=store.project, root=str(root))
+    note = progress or (lambda stage, done, total: None)
+
+    try:
+        config = read_project_config(root)
+    except ConfigError as exc:
+        report.skipped.append(Skipped("graphmem.toml", f"ignored: {exc}"))
+        config = {}
+    try:
+        policy = Policy.from_config(config)
+    except ConfigError as exc:
+        report.skipped.append(Skipped("graphmem.toml", f"[ingest] ignored: {exc}"))
+        policy = Policy()
+    files, skipped = policy.discover(root)
+    report.skipped += skipped
+    report.files = len(files)
+    head = head_commit(root) if is_git_repo(root) else None
+    report.head = head
+
+    # --- what changed ---
+    hashes: dict[str, str] = {}
+    contents: dict[str, bytes] = {}
+    previous = store.source_states()
+    for i, path in enumerate(files):
+        try:
+            data = (root / path).read_bytes()
+        except OSError as exc:
+            report.skipped.append(Skipped(path, f"unreadable: {exc.strerror or exc}"))
+            continue
+        hashes[path] = content_hash(data)
+        if previous.get(path) != hashes[path]:
+            contents[path] = data
+        if i % 500 == 0:
+            note("read", i, len(files))
+    changed = set(contents)
+    deleted = {p for p in previous if p not in hashes}
+    report.changed, report.deleted = len(changed), len(deleted)
+    report.unchanged = len(hashes) - len(changed)
+
+    # --- code: parse what is new, reuse cached facts for the rest, resolve across the project ---
+    cache = FactsCache(Path(cache_dir) / "facts")
+    code_paths = [p for p in hashes if code.supports(p)]
+    facts: dict[str, code.FileFacts] = {}
+    to_parse: list[str] = []
+    for path in code_paths:
+        cached = cache.get(hashes[path])
+        if cached is not None and cached.path == path:
+            facts[path] = cached
+        else:
+            to_parse.append(path)
+    for path in to_parse:
+        contents.setdefault(path, (root / path).read_bytes())
+    jobs = [(p, contents[p]) for p in to_parse]
+    if len(jobs) >= PARALLEL_PARSE_MIN and workers > 1:
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            parsed = pool.map(_parse, jobs, chunksize=16)
+            for i, ((path, _), result) in enumerate(zip(jobs, parsed)):
+                cache.put(hashes[path], result)
+                facts[path] = code.FileFacts.from_dict(result)
+                note("parse", i + 1, len(jobs))
+    else:
+        for i, job in enumerate(jobs):
+            result = _parse(job)
+            cache.put(hashes[job[0]], result)
+            facts[job[0]] = code.FileFacts.from_dict(result)
+            note("parse", i + 1, len(jobs))
+    code_graph = code.build_graph(facts, commit=head)
+    for f in facts.values():
+        if f.has_syntax_errors:
+            report.skipped.append(Skipped(f.path, "syntax errors: kept what parsed"))
+
+    # --- ownership and services (small: always rebuilt) ---
+    ownership = extract_ownership(root, list(hashes), source_commit=head)
+    report.skipped += ownership.skipped
+    services = ServiceMap.from_config(config) if config.get("services") else ServiceMap.infer(list(hashes), root.name)
+    services_names = [n.name for n in ownership.nodes if n.key.startswith("service:")]
+    vocabulary = Vocabulary.from_symbol_keys(
+        services_names, [n.key for n in code_graph.nodes if n.key.startswith("sym:")],
+        [n.name for n in ownership.nodes if n.key.startswith("team:")])
+
+    # --- documents that changed ---
+    docs = Extraction()
+    for path in sorted(changed):
+        extract = (extract_decision if is_decision_record(path)
+                   else extract_incident if is_incident_report(path) else None)
+        if extract is None:
+            continue
+        text = contents[path].decode("utf-8", errors="replace")
+        docs.extend(extract(path, text, vocabulary=vocabulary, source_commit=head))
+    report.skipped += docs.skipped
+
+    # --- git history since the last ingested commit ---
+    history = Extraction()
+    if head is not None:
+        since = store.get_meta("last_commit")
+        if since != head:
+            try:
+                history = extract_history(root, since=since, parse=_symbol_ranges)
+            except GraphmemError:  # e.g. the last ingested commit was rewritten away
+                history = extract_history(root, parse=_symbol_ranges)
+            report.commits = sum(1 for n in history.nodes if n.key.startswith("commit:"))
+
+    # --- write: close what changed or vanished, then upsert the new facts ---
+    code_keys_changed = {n.key for n in code_graph.nodes if n.provenance.source_path in changed}
+    code_part = Extraction(
+        nodes=[n for n in code_graph.nodes if n.provenance.source_path in changed],
+        # relationships from unchanged files into changed ones are re-asserted (closing a changed
+        # file's nodes closed them)
+        rels=[r for r in code_graph.rels
+              if r.provenance.source_path in changed or r.dst in code_keys_changed or r.src in code_keys_changed],
+        chunks=[c for c in code_graph.chunks if c.provenance.source_path in changed],
+    )
+    dependencies = service_dependencies(code_graph, services)
+    batch = Extraction().extend(ownership).extend(code_part).extend(docs).extend(history)
+    batch.rels += dependencies
+    report.redactions = redact_extraction(batch)
+    note("write", 0, 1)
+    if changed or deleted:
+        report.written.add(store.close_sources(sorted(changed | deleted)))
+    # services, teams and owners are written first: other facts point at them
+    report.written.add(store.upsert(batch.nodes, [], []))
+    report.written.add(store.upsert([], batch.rels, batch.chunks))
+    store.set_source_states({**{p: hashes[p] for p in changed}, **{p: None for p in deleted}})
+    store.set_meta({"last_commit": head, "last_ingested_at": now_iso(), "root": str(root)})
+    note("write", 1, 1)
+    report.seconds = time.perf_counter() - started
+    return report
+
