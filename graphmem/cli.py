@@ -161,8 +161,8 @@ def main(argv: list[str] | None = None) -> int:
     except click.exceptions.Abort:
         click.echo("graphmem: aborted", err=True)
         return 130
-    except click.ClickException as exc:
-        exc.show()
+    except click.ClickException as exc:  # usage errors too: one line, no usage dump
+        click.echo(f"graphmem: error: {exc.format_message()}", err=True)
         return exc.exit_code
     except KeyboardInterrupt:
         click.echo("graphmem: interrupted", err=True)

@@ -1,0 +1,54 @@
+"""The command line: real subprocesses, one-line errors, JSON output."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.test_ingest import example_org  # noqa: F401 - the session fixture
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def graphmem(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "graphmem.cli", *args], capture_output=True, text=True,
+                          env={**os.environ, **(env or {})}, cwd=cwd or REPO, timeout=300)
+
+
+def test_ingest_then_status_on_the_embedded_store(tmp_path: Path, example_org: tuple) -> None:  # noqa: F811
+    home = tmp_path / "home"
+    out = graphmem("--home", str(home), "ingest", str(example_org[0]))
+    assert out.returncode == 0, out.stderr
+    assert "ingested" in out.stdout and "project acme" in out.stdout
+    status = graphmem("--home", str(home), "status", "--json")  # the project is remembered
+    assert status.returncode == 0, status.stderr
+    report = json.loads(status.stdout)
+    assert report["project"] == "acme" and report["nodes"]["service"] == 4
+    assert report["last_ingested_commit"] == example_org[1]["head"].removeprefix("commit:")
+    again = graphmem("--home", str(home), "ingest", str(example_org[0]), "--json")
+    assert json.loads(again.stdout)["changed"] == 0
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--project", "../escape", "status"], "invalid project name"),
+    (["--store", "neo4j", "status"], "cannot reach Neo4j"),
+    (["ingest", "/no/such/folder"], "does not exist"),
+])
+def test_errors_are_one_line_without_traceback(tmp_path: Path, args: list[str], message: str) -> None:
+    out = graphmem("--home", str(tmp_path), *args, env={"NEO4J_URI": "bolt://127.0.0.1:9"})
+    assert out.returncode != 0
+    assert message in out.stderr
+    assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) <= 2
+
+
+def test_every_command_is_documented_in_the_readme() -> None:
+    from graphmem.cli import cli
+
+    readme = (REPO / "README.md").read_text()
+    for name in cli.commands:
+        assert f"graphmem {name}" in readme or f"graphmem --store neo4j {name}" in readme, name

@@ -1,0 +1,163 @@
+"""End to end: the example organisation ingested into each store, checked against its ground truth."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from graphmem.ingest import ingest
+from graphmem.model import RelType
+from graphmem.stores.base import GraphStore
+
+REPO = Path(__file__).resolve().parents[1]
+NOW = "2026-06-01"
+
+
+@pytest.fixture(scope="session")
+def example_org(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    out = tmp_path_factory.mktemp("example")
+    subprocess.run([sys.executable, str(REPO / "examples" / "make_example_org.py"), str(out), "--now", NOW],
+                   check=True, capture_output=True)
+    return out / "acme", json.loads((out / "facts.json").read_text())
+
+
+def git(repo: Path, *args: str) -> None:
+    env = {"GIT_AUTHOR_NAME": "T", "GIT_AUTHOR_EMAIL": "t@acme.dev", "GIT_COMMITTER_NAME": "T",
+           "GIT_COMMITTER_EMAIL": "t@acme.dev", "PATH": "/usr/bin:/bin"}
+    subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, env=env)
+
+
+def open_rels(store: GraphStore, rel_type: RelType) -> set[tuple[str, str]]:
+    return {(r.src, r.dst) for r in store.iter_rels() if r.type is rel_type}  # type: ignore[attr-defined]
+
+
+class IngestContract:
+    """Subclasses provide ``make_store(project)``."""
+
+    @pytest.fixture
+    def ingested(self, make_store: Callable[[str], Any], example_org: tuple[Path, dict], tmp_path: Path):
+        repo, facts = example_org
+        store = make_store("acme")
+        store.ensure_schema()
+        report = ingest(repo, store, cache_dir=tmp_path / "cache")
+        return store, facts, report
+
+    def test_the_graph_matches_the_ground_truth(self, ingested: tuple) -> None:
+        store, facts, report = ingested
+        assert report.commits == facts["commit_count"] == 34
+        assert report.head == facts["head"].removeprefix("commit:")
+        counts = store.counts()
+        assert counts.nodes["service"] == len(facts["services"])
+        assert counts.nodes["commit"] == 34 and counts.nodes["decision"] == len(facts["adrs"])
+        assert counts.nodes["incident"] == len(facts["incidents"])
+        deps = open_rels(store, RelType.DEPENDS_ON)
+        assert deps == {(d["from"], d["to"]) for d in facts["dependencies"]}
+        owns = open_rels(store, RelType.OWNS)
+        for team, info in facts["teams"].items():
+            assert {(team, s) for s in info["services"]} <= owns
+        assert set(map(tuple, facts["supersedes"])) <= open_rels(store, RelType.SUPERSEDES)
+        affected = open_rels(store, RelType.AFFECTED)
+        caused = open_rels(store, RelType.CAUSED_BY)
+        for key, inc in facts["incidents"].items():
+            assert store.get_node(inc["failing_symbol"]) is not None
+            assert {(key, c) for c in inc["caused_by"]} <= caused
+            assert any(src == key for src, _ in affected)
+        modified = open_rels(store, RelType.MODIFIED)
+        found = sum(1 for c, syms in facts["commit_symbols"].items() for s in syms if (c, s) in modified)
+        total = sum(len(s) for s in facts["commit_symbols"].values())
+        assert found / total >= 0.9, f"{found}/{total} commit->symbol changes found"
+
+    def test_every_element_carries_provenance_and_chunks_their_node(self, ingested: tuple) -> None:
+        store, _, _ = ingested
+        for node in store.iter_nodes():
+            p = node.provenance
+            assert p.source_path and p.extractor and p.extractor_version and p.ingested_at, node.key
+            assert 0 < p.confidence <= 1 and node.valid_from
+        for rel in store.iter_rels():
+            assert rel.provenance.source_path and rel.provenance.extractor, rel.ident
+        chunks = list(store.iter_chunks())
+        assert chunks and store.get_nodes({c.node_key for c in chunks}).keys() == {c.node_key for c in chunks}
+        handler = "sym:services/billing/api/handlers.py::InvoiceHandler.post"
+        text = " ".join(c.text for c in store.get_chunks([handler]))
+        assert "services/billing/api/handlers.py" in text and "InvoiceHandler.post" in text
+
+    def test_reingesting_unchanged_changes_nothing(self, ingested: tuple, example_org: tuple, tmp_path: Path) -> None:
+        store, _, _ = ingested
+        before = store.counts().as_dict()
+        report = ingest(example_org[0], store, cache_dir=tmp_path / "cache")
+        assert (report.changed, report.deleted, report.commits) == (0, 0, 0)
+        assert report.written.closed_nodes == 0 and report.written.closed_rels == 0
+        assert store.counts().as_dict() == before
+
+    def test_edits_and_deletions_close_what_no_longer_holds(
+        self, make_store: Callable[[str], Any], example_org: tuple, tmp_path: Path
+    ) -> None:
+        repo = tmp_path / "acme"
+        shutil.copytree(example_org[0], repo, symlinks=True)
+        store = make_store("edits")
+        store.ensure_schema()
+        ingest(repo, store, cache_dir=tmp_path / "cache")
+        handlers = repo / "services/billing/api/handlers.py"
+        source = handlers.read_text()
+        assert "def health" in source or "class " in source
+        # a new function appears, and a whole file goes away
+        handlers.write_text(source + "\n\ndef added_later(x):\n    return x\n")
+        gone = sorted(p for p in (repo / "libs").rglob("*.py") if p.name != "__init__.py")[0]
+        gone_rel = gone.relative_to(repo).as_posix()
+        gone.unlink()
+        git(repo, "add", "-A")
+        git(repo, "commit", "-q", "-m", "Add a helper, drop a module")
+        report = ingest(repo, store, cache_dir=tmp_path / "cache")
+        assert report.changed == 1 and report.deleted == 1 and report.commits == 1
+        assert store.get_node("sym:services/billing/api/handlers.py::added_later").is_open
+        assert store.get_node("sym:services/billing/api/handlers.py::InvoiceHandler.post").is_open
+        dropped = store.get_node(f"file:{gone_rel}")
+        assert dropped is not None and not dropped.is_open
+        assert not [c for c in store.iter_chunks() if c.provenance.source_path == gone_rel]
+
+    def test_secrets_never_reach_the_store(
+        self, make_store: Callable[[str], Any], example_org: tuple, tmp_path: Path
+    ) -> None:
+        repo = tmp_path / "acme"
+        shutil.copytree(example_org[0], repo, symlinks=True)
+        planted = {
+            "aws": "AKIAIOSFODNN7EXAMPLE",
+            "github": "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8",
+            "url": "postgres://app:Sup3rS3cretPw@db.internal:5432/billing",
+        }
+        (repo / "services/billing/settings.py").write_text(
+            '"""Settings."""\n'
+            f'AWS_KEY = "{planted["aws"]}"\n'
+            f'def connect():\n    """Connect with {planted["url"]}."""\n    token = "{planted["github"]}"\n'
+            "    return token\n")
+        (repo / ".env").write_text("SECRET_IN_ENV=do-not-read-me-123\n")
+        store = make_store("secrets")
+        store.ensure_schema()
+        report = ingest(repo, store, cache_dir=tmp_path / "cache")
+        assert report.redactions >= 3
+        assert any(s.path == ".env" for s in report.skipped)
+        dump = json.dumps([[n.key, n.name, n.props] for n in store.iter_nodes()]
+                          + [c.text for c in store.iter_chunks()] + [r.props for r in store.iter_rels()])
+        for value in [*planted.values(), "Sup3rS3cretPw", "do-not-read-me-123"]:
+            assert value not in dump
+        assert store.get_node("sym:services/billing/settings.py::connect") is not None
+
+
+class TestIngestEmbedded(IngestContract):
+    @pytest.fixture
+    def make_store(self, embedded_store_factory: Callable[[str], Any]) -> Callable[[str], Any]:
+        return embedded_store_factory
+
+
+@pytest.mark.neo4j
+class TestIngestNeo4j(IngestContract):
+    @pytest.fixture
+    def make_store(self, neo4j_store_factory: Callable[[str], Any]) -> Callable[[str], Any]:
+        return neo4j_store_factory
