@@ -18,6 +18,7 @@ from typing import Any
 from extractors.base import Extraction, Skipped
 from extractors.secrets import redact
 from extractors.text import (
+    extract_file,
     MarkdownDoc,
     Section,
     Vocabulary,
@@ -29,7 +30,6 @@ from extractors.text import (
     normalise_text,
     parse_header_block,
     parse_markdown,
-    read_text,
     section_chunks,
     split_front_matter,
     strip_markdown,
@@ -254,19 +254,9 @@ def extract_decision(
     return out
 
 
-def extract_decision_file(
-    root: str | Path,
-    path: str,
-    *,
-    vocabulary: Vocabulary | None = None,
-    source_commit: str | None = None,
-) -> Extraction:
+def extract_decision_file(root: str | Path, path: str, **options: Any) -> Extraction:
     """Read ``root/path`` and extract it; an unreadable file is reported, not raised."""
-    try:
-        text = read_text(Path(root) / path)
-    except OSError as exc:
-        return Extraction(skipped=[Skipped(path, f"cannot read: {exc.strerror or exc}")])
-    return extract_decision(path, text, vocabulary=vocabulary, source_commit=source_commit)
+    return extract_file(extract_decision, root, path, **options)
 
 
 def decider_key(decider: str, vocabulary: Vocabulary | None = None) -> str | None:

@@ -21,6 +21,7 @@ from typing import Any
 from extractors.base import Extraction, Skipped
 from extractors.secrets import redact
 from extractors.text import (
+    extract_file,
     Section,
     Vocabulary,
     adr_refs,
@@ -33,7 +34,6 @@ from extractors.text import (
     normalise_text,
     parse_header_block,
     parse_markdown,
-    read_text,
     section_chunks,
     short_sha_refs,
     split_front_matter,
@@ -180,19 +180,9 @@ def extract_incident(
     return out
 
 
-def extract_incident_file(
-    root: str | Path,
-    path: str,
-    *,
-    vocabulary: Vocabulary | None = None,
-    source_commit: str | None = None,
-) -> Extraction:
+def extract_incident_file(root: str | Path, path: str, **options: Any) -> Extraction:
     """Read ``root/path`` and extract it; an unreadable file is reported, not raised."""
-    try:
-        text = read_text(Path(root) / path)
-    except OSError as exc:
-        return Extraction(skipped=[Skipped(path, f"cannot read: {exc.strerror or exc}")])
-    return extract_incident(path, text, vocabulary=vocabulary, source_commit=source_commit)
+    return extract_file(extract_incident, root, path, **options)
 
 
 # --- facts --------------------------------------------------------------------------------------

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
+from extractors.base import Extraction, Skipped
 from extractors.secrets import redact as redact_text
 from graphmem.model import Chunk, Provenance, entity_key, normalise_name, service_key
 
@@ -772,3 +773,12 @@ __all__ = [
     "strip_markdown",
     "symbol_key_refs",
 ]
+
+
+def extract_file(extract: Callable[..., Extraction], root: str | Path, path: str, **options: Any) -> Extraction:
+    """``extract(path, text, **options)`` on the file ``root/path``; an unreadable file is reported."""
+    try:
+        text = read_text(Path(root) / path)
+    except OSError as exc:
+        return Extraction(skipped=[Skipped(path, f"cannot read: {exc.strerror or exc}")])
+    return extract(path, text, **options)

@@ -320,8 +320,24 @@ class Provenance:
         )
 
 
+class _Validity:
+    """Shared by nodes and relationships: open while ``valid_to`` is unset."""
+
+    __slots__ = ()
+    valid_from: str | None
+    valid_to: str | None
+
+    @property
+    def is_open(self) -> bool:
+        return self.valid_to is None
+
+    def valid_at(self, when: str | None) -> bool:
+        """Valid at ``when`` (ISO time), or open when ``when`` is None."""
+        return _valid_at(self.valid_from, self.valid_to, when)
+
+
 @dataclass(slots=True)
-class Node:
+class Node(_Validity):
     """A typed node. ``kind`` follows from the key; ``props`` holds the domain properties."""
 
     key: str
@@ -336,16 +352,9 @@ class Node:
     def kind(self) -> NodeKind:
         return kind_of(self.key)
 
-    @property
-    def is_open(self) -> bool:
-        return self.valid_to is None
-
-    def valid_at(self, when: str | None) -> bool:
-        return _valid_at(self.valid_from, self.valid_to, when)
-
 
 @dataclass(slots=True)
-class Relationship:
+class Relationship(_Validity):
     """A typed, directed relationship; ``(src, type, dst)`` identifies it within a project."""
 
     src: str
@@ -361,13 +370,6 @@ class Relationship:
     def ident(self) -> tuple[str, str, str]:
         # ``_value_`` rather than ``value``: the enum property is slow on hot paths.
         return (self.src, self.type._value_, self.dst)
-
-    @property
-    def is_open(self) -> bool:
-        return self.valid_to is None
-
-    def valid_at(self, when: str | None) -> bool:
-        return _valid_at(self.valid_from, self.valid_to, when)
 
 
 @dataclass(slots=True)

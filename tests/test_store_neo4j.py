@@ -59,7 +59,7 @@ def test_neo4j_and_embedded_answer_traversals_identically(
     for _ in range(8):
         a, b = rng.choice(syms), rng.choice(syms)
         for kw in ({}, {"direction": "out"}, {"rel_types": ["CALLS"]}, {"as_of": "2025-01-15T00:00:00Z"}):
-            def hops(store: Any) -> list[tuple[str, int, tuple[str, ...]]]:
+            def hops(store: Any, a: str = a, kw: dict = kw) -> list[tuple[str, int, tuple[str, ...]]]:
                 return [(h.node.key, h.depth, h.path.nodes) for h in store.neighbors(a, depth=2, **kw)]
 
             assert hops(neo) == hops(emb)

@@ -297,115 +297,9 @@ def bfs(
     return reached
 
 
-def neighbors(
-    store: GraphStore,
-    key: str,
-    *,
-    depth: int = 1,
-    rel_types: Sequence[str] | None = None,
-    direction: Direction = "both",
-    as_of: str | None = None,
-    limit: int = 100,
-) -> list[Hop]:
-    """Nodes within ``depth`` of ``key`` (excluding it), nearest first, each with its path."""
-    start = store.get_node(key)
-    if start is None or not start.valid_at(as_of):
-        return []
-    reached = bfs(store, [key], depth=depth, rel_types=rel_types, direction=direction, as_of=as_of,
-                  max_nodes=limit + 1)
-    order = sorted((d, k) for k, (d, _) in reached.items() if k != key)[:limit]
-    nodes = store.get_nodes(k for _, k in order)
-    return [Hop(nodes[k], d, reached[k][1]) for d, k in order if k in nodes]
-
-
-def shortest_paths(
-    store: GraphStore,
-    src: str,
-    dst: str,
-    *,
-    max_depth: int = 4,
-    rel_types: Sequence[str] | None = None,
-    direction: Direction = "both",
-    as_of: str | None = None,
-    limit: int = 10,
-    max_frontier: int = 20_000,
-) -> list[Path]:
-    """All shortest paths from ``src`` to ``dst`` (at most ``max_depth`` hops), up to ``limit``.
-
-    Distinct node sequences only; between two nodes joined by several relationships the first by
-    (type, direction) is reported. Sorted by node sequence.
-    """
-    types = check_traversal(direction, rel_types, max_depth)
-    nodes = store.get_nodes([src, dst])
-    if src not in nodes or dst not in nodes or not nodes[src].valid_at(as_of) or not nodes[dst].valid_at(as_of):
-        return []
-    if src == dst:
-        return [Path((src,), ())]
-    # parents[k] = edges by which k was first reached, all from the previous level
-    parents: dict[str, list[Edge]] = {src: []}
-    frontier = [src]
-    found = False
-    for _level in range(max_depth):
-        if not frontier or found:
-            break
-        level_parents: dict[str, list[Edge]] = {}
-        for edge in store.incident_edges(frontier, rel_types=types, direction=direction, as_of=as_of):
-            if edge.other in parents:
-                continue
-            level_parents.setdefault(edge.other, []).append(edge)
-        parents.update(level_parents)
-        found = dst in level_parents
-        frontier = sorted(level_parents)
-        if len(parents) > max_frontier:
-            break
-    if not found:
-        return []
-
-    def walk(key: str) -> Iterator[tuple[tuple[str, ...], tuple[Step, ...]]]:
-        if key == src:
-            yield (src,), ()
-            return
-        best: dict[str, Edge] = {}
-        for edge in sorted(parents[key], key=lambda e: (e.step.type, not e.outgoing)):
-            best.setdefault(edge.origin, edge)
-        for origin in sorted(best):
-            for nodes_, steps in walk(origin):
-                yield nodes_ + (key,), steps + (best[origin].step,)
-
-    out: list[Path] = []
-    for nodes_, steps in walk(dst):
-        out.append(Path(nodes_, steps))
-        if len(out) >= limit:
-            break
-    return out
-
-
-def subgraph(
-    store: GraphStore,
-    seeds: Iterable[str],
-    *,
-    depth: int = 1,
-    rel_types: Sequence[str] | None = None,
-    direction: Direction = "both",
-    as_of: str | None = None,
-    max_nodes: int = 500,
-) -> Subgraph:
-    """The nodes within ``depth`` of any seed and every valid relationship among them."""
-    seeds = [k for k, n in store.get_nodes(seeds).items() if n.valid_at(as_of)]
-    reached = bfs(store, seeds, depth=depth, rel_types=rel_types, direction=direction, as_of=as_of,
-                  max_nodes=max_nodes)
-    nodes = store.get_nodes(reached)
-    types = set(check_traversal(direction, rel_types, depth) or ()) or None
-    rels = {
-        r.ident: r
-        for r in store.get_relationships(nodes, as_of=as_of)
-        if r.src in nodes and r.dst in nodes and (types is None or r.type.value in types)
-    }
-    return Subgraph(nodes=nodes, rels=[rels[i] for i in sorted(rels)])
-
-
 class TraversalMixin:
-    """``neighbors``, ``paths`` and ``subgraph`` for any store that implements the fetch methods."""
+    """``neighbors``, ``paths`` and ``subgraph`` for any store that implements the fetch methods
+    (``get_node(s)``, ``get_relationships``, ``incident_edges``), so every store answers alike."""
 
     def neighbors(
         self,
@@ -417,9 +311,15 @@ class TraversalMixin:
         as_of: str | None = None,
         limit: int = 100,
     ) -> list[Hop]:
-        """Nodes within ``depth`` of ``key``, nearest first, each with the path that reached it."""
-        return neighbors(self, key, depth=depth, rel_types=rel_types, direction=direction,  # type: ignore[arg-type]
-                         as_of=as_of, limit=limit)
+        """Nodes within ``depth`` of ``key`` (excluding it), nearest first, each with its path."""
+        start = self.get_node(key)
+        if start is None or not start.valid_at(as_of):
+            return []
+        reached = bfs(self, [key], depth=depth, rel_types=rel_types,  # type: ignore[arg-type]
+                      direction=direction, as_of=as_of, max_nodes=limit + 1)
+        order = sorted((d, k) for k, (d, _) in reached.items() if k != key)[:limit]
+        nodes = self.get_nodes(k for _, k in order)
+        return [Hop(nodes[k], d, reached[k][1]) for d, k in order if k in nodes]
 
     def paths(
         self,
@@ -431,10 +331,56 @@ class TraversalMixin:
         direction: Direction = "both",
         as_of: str | None = None,
         limit: int = 10,
+        max_frontier: int = 20_000,
     ) -> list[Path]:
-        """All shortest paths between two keys, up to ``limit``."""
-        return shortest_paths(self, src, dst, max_depth=max_depth, rel_types=rel_types,  # type: ignore[arg-type]
-                              direction=direction, as_of=as_of, limit=limit)
+        """All shortest paths from ``src`` to ``dst`` (at most ``max_depth`` hops), up to ``limit``.
+
+        Distinct node sequences only; between two nodes joined by several relationships the first by
+        (type, direction) is reported. Sorted by node sequence.
+        """
+        types = check_traversal(direction, rel_types, max_depth)
+        nodes = self.get_nodes([src, dst])
+        if src not in nodes or dst not in nodes or not nodes[src].valid_at(as_of) or not nodes[dst].valid_at(as_of):
+            return []
+        if src == dst:
+            return [Path((src,), ())]
+        # parents[k] = edges by which k was first reached, all from the previous level
+        parents: dict[str, list[Edge]] = {src: []}
+        frontier = [src]
+        found = False
+        for _level in range(max_depth):
+            if not frontier or found:
+                break
+            level_parents: dict[str, list[Edge]] = {}
+            for edge in self.incident_edges(frontier, rel_types=types, direction=direction, as_of=as_of):
+                if edge.other in parents:
+                    continue
+                level_parents.setdefault(edge.other, []).append(edge)
+            parents.update(level_parents)
+            found = dst in level_parents
+            frontier = sorted(level_parents)
+            if len(parents) > max_frontier:
+                break
+        if not found:
+            return []
+
+        def walk(key: str) -> Iterator[tuple[tuple[str, ...], tuple[Step, ...]]]:
+            if key == src:
+                yield (src,), ()
+                return
+            best: dict[str, Edge] = {}
+            for edge in sorted(parents[key], key=lambda e: (e.step.type, not e.outgoing)):
+                best.setdefault(edge.origin, edge)
+            for origin in sorted(best):
+                for nodes_, steps in walk(origin):
+                    yield nodes_ + (key,), steps + (best[origin].step,)
+
+        out: list[Path] = []
+        for nodes_, steps in walk(dst):
+            out.append(Path(nodes_, steps))
+            if len(out) >= limit:
+                break
+        return out
 
     def subgraph(
         self,
@@ -446,6 +392,15 @@ class TraversalMixin:
         as_of: str | None = None,
         max_nodes: int = 500,
     ) -> Subgraph:
-        """The neighbourhood of ``seeds`` to ``depth`` with the relationships among it."""
-        return subgraph(self, seeds, depth=depth, rel_types=rel_types, direction=direction,  # type: ignore[arg-type]
-                        as_of=as_of, max_nodes=max_nodes)
+        """The nodes within ``depth`` of any seed and every valid relationship among them."""
+        seeds = [k for k, n in self.get_nodes(seeds).items() if n.valid_at(as_of)]
+        reached = bfs(self, seeds, depth=depth, rel_types=rel_types,  # type: ignore[arg-type]
+                      direction=direction, as_of=as_of, max_nodes=max_nodes)
+        nodes = self.get_nodes(reached)
+        types = set(check_traversal(direction, rel_types, depth) or ()) or None
+        rels = {
+            r.ident: r
+            for r in self.get_relationships(nodes, as_of=as_of)
+            if r.src in nodes and r.dst in nodes and (types is None or r.type.value in types)
+        }
+        return Subgraph(nodes=nodes, rels=[rels[i] for i in sorted(rels)])

@@ -16,7 +16,6 @@ relationship type taken from the model's enums.
 
 from __future__ import annotations
 
-import threading
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
