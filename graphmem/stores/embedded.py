@@ -39,19 +39,22 @@ from graphmem.stores.batch import ProvenanceStamper, element_sources, merge_prop
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS nodes (
-    key TEXT PRIMARY KEY, name TEXT NOT NULL, props TEXT NOT NULL, provenance TEXT NOT NULL,
-    sources TEXT NOT NULL, valid_from TEXT, valid_to TEXT
+    key TEXT PRIMARY KEY, name TEXT NOT NULL, props TEXT NOT NULL, provenance INTEGER NOT NULL,
+    sources TEXT, valid_from TEXT, valid_to TEXT
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS rels (
     src TEXT NOT NULL, type TEXT NOT NULL, dst TEXT NOT NULL, props TEXT NOT NULL,
-    provenance TEXT NOT NULL, sources TEXT NOT NULL, valid_from TEXT, valid_to TEXT,
+    provenance INTEGER NOT NULL, sources TEXT, valid_from TEXT, valid_to TEXT,
     PRIMARY KEY (src, type, dst)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS chunks (
     id INTEGER PRIMARY KEY, node_key TEXT NOT NULL, ordinal INTEGER NOT NULL, kind TEXT NOT NULL,
     text TEXT NOT NULL, start_line INTEGER, end_line INTEGER, source_path TEXT NOT NULL,
-    provenance TEXT NOT NULL
+    provenance INTEGER NOT NULL
 );
+-- Elements share few distinct provenance records; rows refer to them by id. An element's
+-- sources are NULL when they are just its provenance's source path (nearly always).
+CREATE TABLE IF NOT EXISTS provenance (id INTEGER PRIMARY KEY, data TEXT NOT NULL UNIQUE);
 CREATE INDEX IF NOT EXISTS chunks_by_node ON chunks (node_key);
 CREATE INDEX IF NOT EXISTS chunks_by_source ON chunks (source_path);
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
@@ -72,36 +75,53 @@ def _dump_props(props: dict) -> str:
 
 
 class _Codec:
-    """JSON for provenance and source lists, cached: a batch repeats the same few of each.
+    """Provenance records by id and source lists as JSON, cached both ways.
 
-    Loading through it also shares one Provenance object among the elements that have equal ones.
+    A batch repeats the same few provenance records and source lists; loading through the codec
+    also shares one Provenance object among the elements that have equal ones.
     """
 
     def __init__(self) -> None:
-        self._prov_out: dict[int, tuple[Provenance, str]] = {}
-        self._prov_in: dict[str, Provenance] = {}
+        self.by_id: dict[int, Provenance] = {}
+        self.ids: dict[str, int] = {}
+        self._json: dict[int, tuple[Provenance, str]] = {}
         self._sources_out: dict[tuple[str, ...], str] = {}
         self._sources_in: dict[str, tuple[str, ...]] = {}
 
-    def dump_prov(self, prov: Provenance) -> str:
-        hit = self._prov_out.get(id(prov))
+    def load(self, db: sqlite3.Connection) -> None:
+        for pid, data in db.execute("SELECT id, data FROM provenance"):
+            self.ids[data] = pid
+            self.by_id[pid] = Provenance.from_props(orjson.loads(data))
+
+    def prov_id(self, prov: Provenance, new: dict[str, int]) -> int:
+        """The id of ``prov``; an unseen record gets the next id and is added to ``new``."""
+        hit = self._json.get(id(prov))
         if hit is None or hit[0] is not prov:
-            hit = self._prov_out[id(prov)] = (prov, _dumps(prov.as_props()))
-        return hit[1]
+            hit = self._json[id(prov)] = (prov, _dumps(prov.as_props()))
+        data = hit[1]
+        pid = self.ids.get(data) or new.get(data)
+        if pid is None:
+            pid = new[data] = len(self.ids) + len(new) + 1
+        return pid
 
-    def load_prov(self, text: str) -> Provenance:
-        prov = self._prov_in.get(text)
-        if prov is None:
-            prov = self._prov_in[text] = Provenance.from_props(orjson.loads(text))
-        return prov
+    def commit(self, new: dict[str, int]) -> None:
+        """Adopt records written by a committed transaction (and forget the batch's objects)."""
+        self._json.clear()
+        for data, pid in new.items():
+            self.ids[data] = pid
+            self.by_id[pid] = Provenance.from_props(orjson.loads(data))
 
-    def dump_sources(self, sources: tuple[str, ...]) -> str:
+    def dump_sources(self, sources: tuple[str, ...], prov: Provenance) -> str | None:
+        if len(sources) == 1 and sources[0] == prov.source_path:
+            return None
         text = self._sources_out.get(sources)
         if text is None:
             text = self._sources_out[sources] = _dumps(sources)
         return text
 
-    def load_sources(self, text: str) -> tuple[str, ...]:
+    def load_sources(self, text: str | None, prov: Provenance) -> tuple[str, ...]:
+        if text is None:
+            return (prov.source_path,)
         sources = self._sources_in.get(text)
         if sources is None:
             sources = self._sources_in[text] = tuple(orjson.loads(text))
@@ -117,6 +137,7 @@ class EmbeddedStore(TraversalMixin):
         self._db: sqlite3.Connection | None = None
         self._version: int | None = None
         self._graph = nx.MultiDiGraph()
+        self._codec = _Codec()
         # source path -> node keys / relationship idents that list it among their sources
         self._node_sources: dict[str, set[str]] = {}
         self._rel_sources: dict[str, set[RelIdent]] = {}
@@ -165,22 +186,27 @@ class EmbeddedStore(TraversalMixin):
         node_sources: dict[str, set[str]] = {}
         rel_sources: dict[str, set[RelIdent]] = {}
         loads, codec = orjson.loads, _Codec()
+        codec.load(db)
+        by_id = codec.by_id
         nodes = []
-        for key, name, props, prov, sources, vfrom, vto in db.execute("SELECT * FROM nodes"):
-            srcs = codec.load_sources(sources)
-            nodes.append((key, {"n": Node(key, name, codec.load_prov(prov), loads(props), vfrom, vto, srcs)}))
+        for key, name, props, pid, sources, vfrom, vto in db.execute("SELECT * FROM nodes"):
+            prov = by_id[pid]
+            srcs = codec.load_sources(sources, prov)
+            nodes.append((key, {"n": Node(key, name, prov, loads(props), vfrom, vto, srcs)}))
             for s in srcs:
                 node_sources.setdefault(s, set()).add(key)
         graph.add_nodes_from(nodes)
         del nodes
         edges = []
-        for src, typ, dst, props, prov, sources, vfrom, vto in db.execute("SELECT * FROM rels"):
-            srcs = codec.load_sources(sources)
-            edges.append(Relationship(src, _RELTYPES[typ], dst, codec.load_prov(prov), loads(props), vfrom, vto, srcs))
+        for src, typ, dst, props, pid, sources, vfrom, vto in db.execute("SELECT * FROM rels"):
+            prov = by_id[pid]
+            srcs = codec.load_sources(sources, prov)
+            edges.append(Relationship(src, _RELTYPES[typ], dst, prov, loads(props), vfrom, vto, srcs))
             for s in srcs:
                 rel_sources.setdefault(s, set()).add((src, typ, dst))
         _add_edges(graph, edges)
         self._graph, self._node_sources, self._rel_sources = graph, node_sources, rel_sources
+        self._codec = codec
 
     def _write(self, db: sqlite3.Connection, work) -> None:  # type: ignore[no-untyped-def]
         """Run ``work(db)`` in one IMMEDIATE transaction against an up-to-date graph."""
@@ -232,7 +258,7 @@ class EmbeddedStore(TraversalMixin):
         at = to_iso(at) if at else now_iso()
         with _gc_paused():
             batch = prepare_batch(nodes, rels, chunks)
-        stamp, codec = ProvenanceStamper(at), _Codec()
+        stamp = ProvenanceStamper(at)
         summary = WriteSummary()
         with self._lock:
             db = self._conn()
@@ -283,24 +309,23 @@ class EmbeddedStore(TraversalMixin):
                             old_rel.sources + tuple(s for s in srcs if s not in old_rel.sources),
                         )
                     new_rels.append(merged_rel)
-                db.executemany(
-                    "INSERT OR REPLACE INTO nodes VALUES (?,?,?,?,?,?,?)",
-                    [(n.key, n.name, _dump_props(n.props), codec.dump_prov(n.provenance), codec.dump_sources(n.sources),
-                      n.valid_from, n.valid_to) for n in new_nodes],
-                )
-                db.executemany(
-                    "INSERT OR REPLACE INTO rels VALUES (?,?,?,?,?,?,?,?)",
-                    [(r.src, r.type._value_, r.dst, _dump_props(r.props), codec.dump_prov(r.provenance),
-                      codec.dump_sources(r.sources), r.valid_from, r.valid_to) for r in new_rels],
-                )
-                db.executemany(
-                    "INSERT OR REPLACE INTO chunks VALUES (?,?,?,?,?,?,?,?,?)",
-                    [(c.id, c.node_key, c.ordinal, c.kind, c.text, c.start_line, c.end_line,
-                      c.provenance.source_path, codec.dump_prov(stamp(c.provenance))) for c in batch.chunks],
-                )
+                codec, new_provs = self._codec, {}
+                node_rows = [(n.key, n.name, _dump_props(n.props), codec.prov_id(n.provenance, new_provs),
+                              codec.dump_sources(n.sources, n.provenance), n.valid_from, n.valid_to)
+                             for n in new_nodes]
+                rel_rows = [(r.src, r.type._value_, r.dst, _dump_props(r.props), codec.prov_id(r.provenance, new_provs),
+                             codec.dump_sources(r.sources, r.provenance), r.valid_from, r.valid_to) for r in new_rels]
+                chunk_rows = [(c.id, c.node_key, c.ordinal, c.kind, c.text, c.start_line, c.end_line,
+                               c.provenance.source_path, codec.prov_id(stamp(c.provenance), new_provs))
+                              for c in batch.chunks]
+                db.executemany("INSERT INTO provenance VALUES (?,?)", [(i, d) for d, i in new_provs.items()])
+                db.executemany("INSERT OR REPLACE INTO nodes VALUES (?,?,?,?,?,?,?)", node_rows)
+                db.executemany("INSERT OR REPLACE INTO rels VALUES (?,?,?,?,?,?,?,?)", rel_rows)
+                db.executemany("INSERT OR REPLACE INTO chunks VALUES (?,?,?,?,?,?,?,?,?)", chunk_rows)
                 summary.nodes, summary.rels, summary.chunks = len(new_nodes), len(new_rels), len(batch.chunks)
 
                 def apply() -> None:
+                    codec.commit(new_provs)
                     graph.add_nodes_from((n.key, {"n": n}) for n in new_nodes)
                     _add_edges(graph, new_rels)
                     node_sources, rel_sources = self._node_sources, self._rel_sources
@@ -380,12 +405,12 @@ class EmbeddedStore(TraversalMixin):
                         rel_deletes.add((u, t, v))
                         rel_updates.pop((u, t, v), None)
                 rel_updates = {i: r for i, r in rel_updates.items() if i[0] not in deleted_set and i[2] not in deleted_set}
-                dumps = _dumps
+                dumps = self._codec.dump_sources
                 db.executemany("UPDATE nodes SET sources=?, valid_to=? WHERE key=?",
-                               [(dumps(n.sources), n.valid_to, n.key) for n in node_updates])
+                               [(dumps(n.sources, n.provenance), n.valid_to, n.key) for n in node_updates])
                 db.executemany("DELETE FROM nodes WHERE key=?", [(k,) for k in node_deletes])
                 db.executemany("UPDATE rels SET sources=?, valid_to=? WHERE src=? AND type=? AND dst=?",
-                               [(dumps(r.sources), r.valid_to, *i) for i, r in rel_updates.items()])
+                               [(dumps(r.sources, r.provenance), r.valid_to, *i) for i, r in rel_updates.items()])
                 db.executemany("DELETE FROM rels WHERE src=? AND type=? AND dst=?", sorted(rel_deletes))
                 cur = db.executemany("DELETE FROM chunks WHERE source_path=?", [(p,) for p in sorted(paths)])
                 summary.removed_chunks = cur.rowcount if cur.rowcount >= 0 else 0
@@ -491,12 +516,10 @@ class EmbeddedStore(TraversalMixin):
         return iter(sorted(rels, key=lambda r: r.ident))
 
     def _chunk_rows(self, sql: str, params: Sequence[object] = ()) -> list[Chunk]:
-        db = self._conn()
-        out = []
-        for cid, node_key, ordinal, kind, text, start, end, _src, prov in db.execute(sql, params):
-            out.append(Chunk(node_key, ordinal, text, kind, Provenance.from_props(orjson.loads(prov)),
-                             start, end, cid))
-        return out
+        db = self._sync()
+        by_id = self._codec.by_id
+        return [Chunk(node_key, ordinal, text, kind, by_id[pid], start, end, cid)
+                for cid, node_key, ordinal, kind, text, start, end, _src, pid in db.execute(sql, params)]
 
     def iter_chunks(self) -> Iterator[Chunk]:
         with self._lock:
@@ -560,7 +583,7 @@ class EmbeddedStore(TraversalMixin):
 
     def drop_project(self) -> None:
         with self._lock, _transaction(self._conn()) as db:
-            for table in ("nodes", "rels", "chunks", "meta", "source_states"):
+            for table in ("nodes", "rels", "chunks", "meta", "source_states", "provenance"):
                 db.execute(f"DELETE FROM {table}")  # noqa: S608 (fixed table names)
         self._version = None
 
@@ -586,16 +609,18 @@ def _add_edges(graph: nx.MultiDiGraph, rels: Iterable[Relationship]) -> None:
 
 @contextmanager
 def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector during bulk work.
+    """Pause the cyclic garbage collector during bulk work, then freeze what it built.
 
     Building hundreds of thousands of objects that all stay alive makes the collector rescan the
-    whole graph again and again; nothing built here forms reference cycles that need it.
+    whole graph again and again, during the write and long after it. The graph's objects form no
+    reference cycles, so once built they are moved out of the collector's sight (``gc.freeze``).
     """
     was_enabled = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
+        gc.freeze()
         if was_enabled:
             gc.enable()
 
