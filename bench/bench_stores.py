@@ -50,7 +50,7 @@ def generate(n_nodes: int, rels_per_node: int, seed: int = 7) -> Iterator[tuple[
         yield nodes, rels
 
 
-def run_one(store_name: str, n_nodes: int, rels_per_node: int, group: int) -> dict[str, object]:
+def run_one(store_name: str, n_nodes: int, rels_per_node: int, group: int, neo4j_batch: int) -> dict[str, object]:
     """Write the generated graph into one store; return the measurements."""
     if store_name == "embedded":
         from graphmem.stores.embedded import EmbeddedStore
@@ -60,7 +60,7 @@ def run_one(store_name: str, n_nodes: int, rels_per_node: int, group: int) -> di
     else:
         from graphmem.stores.neo4j import Neo4jStore
 
-        store = Neo4jStore.connect(f"bench-{uuid.uuid4().hex[:6]}")
+        store = Neo4jStore.connect(f"bench-{uuid.uuid4().hex[:6]}", batch_size=neo4j_batch)
     store.ensure_schema()
     nodes_total = rels_total = 0
     batch_nodes: list[Node] = []
@@ -128,16 +128,18 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=204_000)
     parser.add_argument("--rels-per-node", type=int, default=3)
     parser.add_argument("--group", type=int, default=20_000, help="nodes per upsert call")
+    parser.add_argument("--neo4j-batch", type=int, default=10_000, help="rows per Neo4j transaction")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
-        print(json.dumps(run_one(args.one, args.nodes, args.rels_per_node, args.group)))
+        print(json.dumps(run_one(args.one, args.nodes, args.rels_per_node, args.group, args.neo4j_batch)))
         return
     results = []
     for name in args.stores.split(","):
         out = subprocess.run(
             [sys.executable, __file__, "--one", name, "--nodes", str(args.nodes),
-             "--rels-per-node", str(args.rels_per_node), "--group", str(args.group)],
+             "--rels-per-node", str(args.rels_per_node), "--group", str(args.group),
+             "--neo4j-batch", str(args.neo4j_batch)],
             capture_output=True, text=True, env=os.environ.copy())
         if out.returncode != 0:
             print(f"{name}: failed\n{out.stderr}", file=sys.stderr)

@@ -7,6 +7,7 @@ traceback reaches the user.
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -153,6 +154,9 @@ def status(ctx: Context, as_json: bool) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script."""
+    # The driver logs each retried transaction (say, a deadlock it resolves) as a warning; the
+    # command line reports only what fails.
+    logging.getLogger("neo4j").setLevel(logging.ERROR)
     try:
         cli.main(args=argv, prog_name="graphmem", standalone_mode=False)
     except GraphmemError as exc:

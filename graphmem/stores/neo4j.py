@@ -159,20 +159,25 @@ _SET_LEFT = """SET {v}.sources = CASE WHEN size(row.left) > 1 THEN row.left END,
 class Job:
     """One write transaction of an upsert.
 
-    Phases run in order: 0 nodes, 1 relationships within a lane, 2 the other relationships,
-    3 chunks. Jobs with the same ``lane`` never run at the same time.
+    Phases run in order (nodes, the rounds of relationships, chunks); a phase starts when the one
+    before it is done. Jobs whose ``lanes`` overlap never run at the same time.
     """
 
     phase: int
     work: Callable[[Any], Any]  # runs in the transaction; may return what to record once committed
-    lane: int | None = None
+    lanes: frozenset[int] = frozenset()
+
+
+# Relationship groups, by the lanes of their two ends, paired so that the two groups of a round
+# share no lane.
+_LANE_ROUNDS = (((0, 0), (1, 1)), ((2, 2), (3, 3)), ((0, 1), (2, 3)), ((0, 2), (1, 3)), ((0, 3), (1, 2)))
 
 
 def _lane(key: str) -> int:
-    """0 or 1: the lane of a node, from the source file its key names (or the key itself)."""
+    """0 to 3: the lane of a node, from the source file its key names (or the key itself)."""
     if key.startswith(("sym:", "file:")):
         key = key[key.index(":") + 1:].partition("::")[0]
-    return zlib.crc32(key.encode()) & 1
+    return zlib.crc32(key.encode()) & 3
 
 
 def _sources_of(props: dict[str, Any]) -> tuple[str, ...]:
@@ -342,23 +347,27 @@ class Neo4jStore(TraversalMixin):
                 return lambda: created.update(r["key"] for r in fresh)
             return work
 
-        def rel_job(typ: str, rows: list[dict[str, Any]]) -> Callable[[Any], Callable[[], None]]:
+        def rel_jobs(by_type: dict[str, list[dict[str, Any]]]) -> Callable[[Any], Callable[[], None]]:
             def work(tx: Any) -> Callable[[], None]:
-                # A relationship with an end that did not exist before this upsert cannot exist.
-                new = [r for r in rows if r["src"] in created or r["dst"] in created]
-                old = [r for r in rows if not (r["src"] in created or r["dst"] in created)]
-                written = 0
-                for lean in (True, False):
-                    part = [r for r in new if _plain(r) is lean]
-                    if part:
-                        extra = "" if lean else _CREATE_EXTRA.format(v="r")
-                        written += tx.run(_CREATE_RELS % {"type": typ, "extra": extra}, project=project,
-                                          rows=part).single()["written"]
-                if old:
-                    written += tx.run(_UPSERT_RELS % {"type": typ}, project=project, rows=old).single()["written"]
+                written = total = 0
+                for typ, rows in by_type.items():
+                    total += len(rows)
+                    # A relationship with an end that did not exist before this upsert cannot exist.
+                    new = [r for r in rows if r["src"] in created or r["dst"] in created]
+                    old = [r for r in rows if not (r["src"] in created or r["dst"] in created)]
+                    for lean in (True, False):
+                        part = [r for r in new if _plain(r) is lean]
+                        if part:
+                            extra = "" if lean else _CREATE_EXTRA.format(v="r")
+                            written += tx.run(_CREATE_RELS % {"type": typ, "extra": extra}, project=project,
+                                              rows=part).single()["written"]
+                    if old:
+                        written += tx.run(_UPSERT_RELS % {"type": typ}, project=project,
+                                          rows=old).single()["written"]
+
                 def count() -> None:
                     summary.rels += written
-                    summary.missing_endpoints += len(rows) - written
+                    summary.missing_endpoints += total - written
                 return count
             return work
 
@@ -369,32 +378,33 @@ class Neo4jStore(TraversalMixin):
             for part in self._batches(members):
                 yield Job(0, node_job(kind.label, [{"key": n.key, "kind": kind.value, "name": n.name, **row(n)}
                                                    for n in part]))
-        # Two transactions that write relationships deadlock when they share an end node. So nodes
-        # are split in two lanes by their source file (keeps a file's relationships together): the
-        # relationships inside one lane run beside those of the other, the rest afterwards, serially.
-        lanes: dict[tuple[int, RelType], list[Relationship]] = {}
+        # Two transactions that write relationships deadlock when they share an end node. Nodes
+        # fall in four lanes by their source file (keeping a file's relationships together), and
+        # relationships in groups by the lanes of their ends. Each round pairs two groups with no
+        # lane in common, so their transactions run side by side without sharing a node.
+        groups: dict[tuple[int, int], list[Relationship]] = {}
         for r in batch.rels:
-            lane_src, lane_dst = _lane(r.src), _lane(r.dst)
-            lanes.setdefault((lane_src if lane_src == lane_dst else 2, r.type), []).append(r)
-        inside = [sorted(((t, rels) for (ln, t), rels in lanes.items() if ln == lane), key=lambda x: x[0].value)
-                  for lane in (0, 1)]
-        parts = [[(t, part) for t, rels in groups for part in self._batches(rels)] for groups in inside]
-        for i in range(max(len(parts[0]), len(parts[1]))):  # alternate lanes so both stay busy
-            for lane in (0, 1):
-                if i < len(parts[lane]):
-                    typ, part = parts[lane][i]
-                    yield Job(1, rel_job(typ.value, [{"src": r.src, "dst": r.dst, **row(r)} for r in part]), lane)
-        for (ln, typ), rels in sorted(lanes.items(), key=lambda x: x[0][1].value):
-            if ln == 2:
-                for part in self._batches(rels):
-                    yield Job(2, rel_job(typ.value, [{"src": r.src, "dst": r.dst, **row(r)} for r in part]), 2)
+            a, b = sorted((_lane(r.src), _lane(r.dst)))
+            groups.setdefault((a, b), []).append(r)
+        for round_no, pair in enumerate(_LANE_ROUNDS):
+            parts = [[part for part in self._batches(sorted(groups.get(g, ()), key=lambda r: r.type.value))]
+                     for g in pair]
+            for i in range(max(len(p) for p in parts)):  # alternate the two groups so both stay busy
+                for g, group_parts in zip(pair, parts):
+                    if i < len(group_parts):
+                        part = group_parts[i]
+                        by_type: dict[str, list[dict[str, Any]]] = {}
+                        for r in part:
+                            by_type.setdefault(r.type.value, []).append({"src": r.src, "dst": r.dst, **row(r)})
+                        yield Job(1 + round_no, rel_jobs(by_type), frozenset(g))
         for part in self._batches(batch.chunks):
             rows = [{
                 "id": c.id, "node_key": c.node_key,
                 "props": {"node_key": c.node_key, "ordinal": c.ordinal, "kind": c.kind, "text": c.text,
                           "start_line": c.start_line, "end_line": c.end_line, **stamp(c.provenance).as_props()},
             } for c in part]
-            yield Job(3, lambda tx, rows=rows: tx.run(_UPSERT_CHUNKS, project=project, rows=rows).consume())
+            yield Job(1 + len(_LANE_ROUNDS), lambda tx, rows=rows: tx.run(_UPSERT_CHUNKS, project=project,
+                                                                          rows=rows).consume())
 
     def _pipeline(self, jobs: Iterator[Job]) -> None:
         """Run write jobs on writer threads while this thread builds the next ones.
@@ -424,8 +434,8 @@ class Neo4jStore(TraversalMixin):
                     if job.phase != phase:
                         settle(list(running))
                         phase = job.phase
-                    if job.lane is not None:
-                        settle([f for f, j in running.items() if j.lane == job.lane])
+                    if job.lanes:
+                        settle([f for f, j in running.items() if j.lanes & job.lanes])
                     while len(running) >= self._writers:
                         settle(list(running), FIRST_COMPLETED)
                     running[pool.submit(self._run, True, job.work)] = job
