@@ -136,9 +136,11 @@ def status(ctx: Context, as_json: bool) -> None:
             **counts.as_dict(),
             "last_ingested_commit": store.get_meta("last_commit"),
             "last_ingested_at": store.get_meta("last_ingested_at"),
+            "root": store.get_meta("root"),
         }
     finally:
         store.close()
+    report["freshness"] = _freshness(report["root"], report["last_ingested_commit"])
     if as_json:
         click.echo(json.dumps(report, indent=2, sort_keys=True))
         return
@@ -150,6 +152,22 @@ def status(ctx: Context, as_json: bool) -> None:
     for typ, n in report["rels"].items():
         click.echo(f"    {typ:<12} {n}")
     click.echo(f"  last ingested commit: {report['last_ingested_commit'] or '-'}")
+    fresh = report["freshness"]
+    if fresh.get("head"):
+        state = "up to date" if fresh["up_to_date"] else (
+            "behind HEAD" if fresh["head"] != report["last_ingested_commit"] else "behind the working tree")
+        click.echo(f"  repository {report['root']}: HEAD {fresh['head'][:12]}, graph {state}")
+
+
+def _freshness(root: str | None, last_commit: str | None) -> dict[str, Any]:
+    """Whether the graph is behind the repository it was ingested from (HEAD or working tree)."""
+    from extractors.git import head_commit, is_git_repo, working_tree_dirty
+
+    if not root or not Path(root).is_dir() or not is_git_repo(root):
+        return {"head": None, "up_to_date": None, "dirty": None}
+    head = head_commit(root)
+    dirty = working_tree_dirty(root)
+    return {"head": head, "dirty": dirty, "up_to_date": head == last_commit and not dirty}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -34,6 +34,24 @@ def test_ingest_then_status_on_the_embedded_store(tmp_path: Path, example_org: t
     assert json.loads(again.stdout)["changed"] == 0
 
 
+def test_status_says_when_the_graph_is_behind_the_repository(tmp_path: Path, example_org: tuple) -> None:  # noqa: F811
+    import shutil
+
+    repo = tmp_path / "acme"
+    shutil.copytree(example_org[0], repo, symlinks=True)
+    home = str(tmp_path / "home")
+    assert graphmem("--home", home, "ingest", str(repo)).returncode == 0
+
+    def freshness() -> dict:
+        return json.loads(graphmem("--home", home, "status", "--json").stdout)["freshness"]
+
+    assert freshness()["up_to_date"] is True
+    (repo / "services" / "billing" / "new_module.py").write_text("def f():\n    return 1\n")
+    assert freshness() == {**freshness(), "up_to_date": False, "dirty": True}
+    out = graphmem("--home", home, "status")
+    assert "behind the working tree" in out.stdout
+
+
 @pytest.mark.parametrize("args, message", [
     (["--project", "../escape", "status"], "invalid project name"),
     (["--store", "neo4j", "status"], "cannot reach Neo4j"),
