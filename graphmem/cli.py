@@ -170,6 +170,38 @@ def _freshness(root: str | None, last_commit: str | None) -> dict[str, Any]:
     return {"head": head, "dirty": dirty, "up_to_date": head == last_commit and not dirty}
 
 
+@cli.group()
+def hooks() -> None:
+    """Git hooks that bring the graph up to date after commit, merge and rewrite."""
+
+
+@hooks.command("install")
+@click.argument("path", type=click.Path(exists=True, file_okay=False, path_type=Path), default=".")
+@click.option("--force", is_flag=True, help="Replace existing hooks that are not graphmem's.")
+@pass_context
+def hooks_install(ctx: Context, path: Path, force: bool) -> None:
+    """Install post-commit, post-merge and post-rewrite hooks in the repository at PATH."""
+    from graphmem import hooks as git_hooks
+
+    project = ctx.project(path)
+    written = git_hooks.install(path, git_hooks.global_options(ctx.settings.store, ctx.settings.home, project),
+                                force=force)
+    for hook in written:
+        click.echo(f"installed {hook}")
+    click.echo(f"each runs `graphmem ingest` in the background (project {project}); "
+               "log: <git dir>/graphmem-hook.log")
+
+
+@hooks.command("uninstall")
+@click.argument("path", type=click.Path(exists=True, file_okay=False, path_type=Path), default=".")
+def hooks_uninstall(path: Path) -> None:
+    """Remove graphmem's hooks from the repository at PATH (other hooks are left alone)."""
+    from graphmem import hooks as git_hooks
+
+    for hook in git_hooks.uninstall(path):
+        click.echo(f"removed {hook}")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script."""
     # The driver logs each retried transaction (say, a deadlock it resolves) as a warning; the

@@ -1,0 +1,60 @@
+"""Bad input is reported and skipped; ingestion completes and nothing stored before is lost."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from graphmem.ingest import ingest
+from tests.test_ingest import example_org  # noqa: F401 - the session fixture
+
+
+def plant_broken_inputs(repo: Path) -> dict[str, str]:
+    """Broken files of every kind; returns path -> expected words of the skip reason (or '')."""
+    (repo / "assets").mkdir()
+    (repo / "assets" / "logo.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 8)
+    (repo / "assets" / "blob.dat").write_bytes(b"abc\x00def" * 100)
+    (repo / "services" / "billing" / "latin1.py").write_bytes(b'"""Caf\xe9."""\ndef caf\xe9():\n    return 1\n')
+    (repo / "services" / "billing" / "huge.py").write_bytes(b"x = 1\n" * (20 * 1024 * 1024 // 6))
+    (repo / "services" / "billing" / "broken.py").write_text("def ok():\n    return 1\n\ndef broken(:\n  pass\n")
+    (repo / "services" / "billing" / "empty.py").write_text("")
+    (repo / "services" / "gateway" / "src" / "broken.ts").write_text("export function f( {\n")
+    (repo / "docs" / "adr" / "0099-bad-front-matter.md").write_text("---\nstatus: [unclosed\n---\n# 99. Bad\n")
+    (repo / "docs" / "incidents" / "INC-999.json").write_text("{not json")
+    (repo / "docs" / "incidents" / "INC-998.md").write_text("")
+    os.symlink("..", repo / "services" / "loop")
+    os.symlink("missing-target", repo / "services" / "dangling")
+    return {"assets/logo.png": "binary", "assets/blob.dat": "binary", "services/billing/huge.py": "large",
+            "services/billing/broken.py": "syntax", "services/gateway/src/broken.ts": "syntax",
+            "docs/incidents/INC-999.json": "", "docs/incidents/INC-998.md": "",
+            "services/loop": "", "services/dangling": ""}
+
+
+@pytest.mark.parametrize("backend", ["embedded", "neo4j"])
+def test_broken_inputs_are_skipped_with_reasons(
+    backend: str, request: pytest.FixtureRequest, example_org: tuple, tmp_path: Path  # noqa: F811
+) -> None:
+    factory = request.getfixturevalue(f"{backend}_store_factory")
+    repo = tmp_path / "acme"
+    shutil.copytree(example_org[0], repo, symlinks=True)
+    store = factory("broken")
+    store.ensure_schema()
+    ingest(repo, store, cache_dir=tmp_path / "cache")
+    before = {n.key for n in store.iter_nodes()}
+    expected = plant_broken_inputs(repo)
+
+    report = ingest(repo, store, cache_dir=tmp_path / "cache")
+
+    reasons = {s.path.rstrip("/"): s.reason.lower() for s in report.skipped}
+    for path, words in expected.items():
+        assert path in reasons, f"{path} not reported; skipped: {sorted(reasons)}"
+        assert words in reasons[path], (path, reasons[path])
+    after = {n.key for n in store.iter_nodes()}
+    assert before <= after  # nothing ingested before is lost
+    assert "sym:services/billing/broken.py::ok" in after  # what parsed is kept
+    assert "sym:services/billing/latin1.py::café" in after or any("latin1.py::caf" in k for k in after)
+    assert "file:services/billing/empty.py" in after
+    assert not any(k.startswith("file:assets/") for k in after)
