@@ -222,6 +222,10 @@ def ingest(
     deleted = {p for p in previous if p not in hashes}
     report.changed, report.deleted = len(changed), len(deleted)
     report.unchanged = len(hashes) - len(changed)
+    if not changed and not deleted and (head is None or store.get_meta("last_commit") == head):
+        # The verification pass found nothing new: the graph is up to date.
+        report.seconds = time.perf_counter() - started
+        return report
 
     # --- code: parse what is new, reuse cached facts for the rest, resolve across the project ---
     cache = FactsCache(Path(cache_dir) / "facts")
