@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import subprocess
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
@@ -31,8 +32,8 @@ from extractors.policy import Policy, read_project_config
 from extractors.secrets import redact
 from extractors.text import Vocabulary
 from graphmem.errors import ConfigError, GraphmemError
-from graphmem.model import Provenance, Relationship, RelType, now_iso, service_key, symbol_parts
-from graphmem.stores.base import GraphStore, WriteSummary
+from graphmem.model import NodeKind, Provenance, Relationship, RelType, now_iso, service_key, symbol_parts
+from graphmem.stores.base import GraphStore, Keep, WriteSummary
 
 Progress = Callable[[str, int, int], None]  # (stage, done, total)
 
@@ -65,6 +66,17 @@ class IngestReport:
             "written": {k: getattr(self.written, k) for k in self.written.__slots__},  # type: ignore[attr-defined]
             "skipped": [{"path": s.path, "reason": s.reason} for s in self.skipped],
         }
+
+
+def _is_ancestor(repo: Path, older: str, newer: str) -> bool:
+    done = subprocess.run(["git", "-C", str(repo), "merge-base", "--is-ancestor", older, newer],
+                          capture_output=True)
+    return done.returncode == 0
+
+
+def _reachable(repo: Path, head: str) -> set[str]:
+    out = subprocess.run(["git", "-C", str(repo), "rev-list", head], capture_output=True, text=True, check=True)
+    return set(out.stdout.split())
 
 
 def content_hash(data: bytes) -> str:
@@ -281,8 +293,15 @@ def ingest(
 
     # --- git history since the last ingested commit ---
     history = Extraction()
+    rewritten: list[str] = []
     if head is not None:
         since = store.get_meta("last_commit")
+        if since and since != head and not _is_ancestor(root, since, head):
+            # History was rewritten (rebase, amend, reset): commits no longer reachable from HEAD
+            # stop holding, with everything they asserted.
+            reachable = _reachable(root, head)
+            rewritten = [f"git:{n.key[7:]}" for n in store.iter_nodes([NodeKind.COMMIT])
+                         if n.key[7:] not in reachable]
         if since != head:
             try:
                 history = extract_history(root, since=since, parse=_symbol_ranges)
@@ -305,11 +324,13 @@ def ingest(
     batch.rels += dependencies
     report.redactions = redact_extraction(batch)
     note("write", 0, 1)
-    if changed or deleted:
-        report.written.add(store.close_sources(sorted(changed | deleted)))
-    # services, teams and owners are written first: other facts point at them
+    # Nodes first (services, teams and owners included): other facts point at them. Then what the
+    # changed and vanished sources no longer say is withdrawn, leaving what they say again as is.
     report.written.add(store.upsert(batch.nodes, [], []))
     report.written.add(store.upsert([], batch.rels, batch.chunks))
+    if changed or deleted or rewritten:
+        report.written.add(store.close_sources(sorted(changed | deleted) + rewritten,
+                                               keep=Keep.of(batch.nodes, batch.rels, batch.chunks)))
     store.set_source_states({**{p: hashes[p] for p in changed}, **{p: None for p in deleted}})
     store.set_meta({"last_commit": head, "last_ingested_at": now_iso(), "root": str(root)})
     note("write", 1, 1)

@@ -109,7 +109,7 @@ class Counts:
 
 @dataclass(slots=True)
 class WriteSummary:
-    """What a write did. ``missing_endpoints`` counts relationships skipped for a missing node."""
+    """What a write did. ``missing_endpoints`` counts relationships skipped for a missing or closed end."""
 
     nodes: int = 0
     rels: int = 0
@@ -125,6 +125,24 @@ class WriteSummary:
         for name in self.__slots__:  # type: ignore[attr-defined]
             setattr(self, name, getattr(self, name) + getattr(other, name))
         return self
+
+
+@dataclass(frozen=True, slots=True)
+class Keep:
+    """Elements a withdrawal leaves alone: those the withdrawn sources assert again right now.
+
+    Lets a changed file be replaced without churn: upsert what it says now, then withdraw the file
+    from everything else it said before.
+    """
+
+    nodes: frozenset[str] = frozenset()
+    rels: frozenset[tuple[str, str, str]] = frozenset()
+    chunks: frozenset[int] = frozenset()
+
+    @classmethod
+    def of(cls, nodes: Iterable[Node] = (), rels: Iterable[Relationship] = (), chunks: Iterable[Chunk] = ()) -> Keep:
+        return cls(frozenset(n.key for n in nodes), frozenset(r.ident for r in rels),
+                   frozenset(c.id for c in chunks))
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,12 +180,13 @@ class GraphStore(Protocol):
 
         Properties merge (``None`` removes one); ``sources`` gains the element's source path; a
         closed element is reopened from ``at``. Chunks are replaced whole by id. Relationships whose
-        ends do not exist are skipped and counted.
+        ends do not exist or are closed are skipped and counted (``missing_endpoints``).
         """
 
-    def close_sources(self, paths: Iterable[str], *, at: str | None = None) -> WriteSummary:
+    def close_sources(self, paths: Iterable[str], *, at: str | None = None, keep: Keep | None = None) -> WriteSummary:
         """Withdraw these source paths: an element left with no source is closed at ``at``, as are
-        the open relationships of a node so closed; chunks from these paths are deleted."""
+        the open relationships of a node so closed; chunks from these paths are deleted. Elements
+        in ``keep`` are left as they are."""
 
     def remove_sources(self, paths: Iterable[str]) -> WriteSummary:
         """Like ``close_sources`` but deletes what it would close."""

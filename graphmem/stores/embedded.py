@@ -34,7 +34,7 @@ from graphmem.model import (
     now_iso,
     to_iso,
 )
-from graphmem.stores.base import Counts, Direction, Edge, Step, TraversalMixin, WriteSummary
+from graphmem.stores.base import Counts, Direction, Edge, Keep, Step, TraversalMixin, WriteSummary
 from graphmem.stores.batch import ProvenanceStamper, element_sources, merge_props, prepare_batch
 
 SCHEMA = """
@@ -285,11 +285,19 @@ class EmbeddedStore(TraversalMixin):
                             old.sources + tuple(s for s in srcs if s not in old.sources),
                         )
                     new_nodes.append(merged)
-                batch_keys = {n.key for n in new_nodes}
+                # Relationships need both ends present and open (see GraphStore.upsert).
+                batch_open = {n.key: n.valid_to is None for n in new_nodes}
+
+                def is_open(key: str) -> bool:
+                    state = batch_open.get(key)
+                    if state is not None:
+                        return state
+                    data = node_data.get(key)
+                    return data is not None and data["n"].valid_to is None
+
                 new_rels: list[Relationship] = []
                 for rel in batch.rels:
-                    if not ((rel.src in node_data or rel.src in batch_keys)
-                            and (rel.dst in node_data or rel.dst in batch_keys)):
+                    if not (is_open(rel.src) and is_open(rel.dst)):
                         summary.missing_endpoints += 1
                         continue
                     data = succ.get(rel.src, {}).get(rel.dst, {}).get(rel.type._value_)
@@ -342,13 +350,13 @@ class EmbeddedStore(TraversalMixin):
             self._version = db.execute("PRAGMA data_version").fetchone()[0]
         return summary
 
-    def close_sources(self, paths: Iterable[str], *, at: str | None = None) -> WriteSummary:
-        return self._withdraw(set(paths), at=to_iso(at) if at else now_iso(), delete=False)
+    def close_sources(self, paths: Iterable[str], *, at: str | None = None, keep: Keep | None = None) -> WriteSummary:
+        return self._withdraw(set(paths), at=to_iso(at) if at else now_iso(), delete=False, keep=keep or Keep())
 
     def remove_sources(self, paths: Iterable[str]) -> WriteSummary:
-        return self._withdraw(set(paths), at=now_iso(), delete=True)
+        return self._withdraw(set(paths), at=now_iso(), delete=True, keep=Keep())
 
-    def _withdraw(self, paths: set[str], *, at: str, delete: bool) -> WriteSummary:
+    def _withdraw(self, paths: set[str], *, at: str, delete: bool, keep: Keep) -> WriteSummary:
         summary = WriteSummary()
         if not paths:
             return summary
@@ -361,7 +369,7 @@ class EmbeddedStore(TraversalMixin):
                 node_deletes: list[str] = []
                 rel_updates: dict[RelIdent, Relationship] = {}
                 rel_deletes: set[RelIdent] = set()
-                for key in sorted(set().union(*(self._node_sources.get(p, ()) for p in paths))):
+                for key in sorted(set().union(*(self._node_sources.get(p, ()) for p in paths)) - keep.nodes):
                     node: Node = graph.nodes[key]["n"]
                     left = tuple(s for s in node.sources if s not in paths)
                     if left:
@@ -384,7 +392,7 @@ class EmbeddedStore(TraversalMixin):
                                     rel_updates[(u, t, v)] = Relationship(
                                         r.src, r.type, r.dst, r.provenance, r.props, r.valid_from, at, r.sources)
                                     summary.closed_rels += 1
-                for ident in sorted(set().union(*(self._rel_sources.get(p, ()) for p in paths))):
+                for ident in sorted(set().union(*(self._rel_sources.get(p, ()) for p in paths)) - keep.rels):
                     src, typ, dst = ident
                     r = rel_updates.get(ident) or graph.edges[src, dst, typ]["r"]
                     left = tuple(s for s in r.sources if s not in paths)
@@ -412,8 +420,11 @@ class EmbeddedStore(TraversalMixin):
                 db.executemany("UPDATE rels SET sources=?, valid_to=? WHERE src=? AND type=? AND dst=?",
                                [(dumps(r.sources, r.provenance), r.valid_to, *i) for i, r in rel_updates.items()])
                 db.executemany("DELETE FROM rels WHERE src=? AND type=? AND dst=?", sorted(rel_deletes))
-                cur = db.executemany("DELETE FROM chunks WHERE source_path=?", [(p,) for p in sorted(paths)])
-                summary.removed_chunks = cur.rowcount if cur.rowcount >= 0 else 0
+                chunk_ids = [cid for p in sorted(paths)
+                             for (cid,) in db.execute("SELECT id FROM chunks WHERE source_path=?", (p,))
+                             if cid not in keep.chunks]
+                db.executemany("DELETE FROM chunks WHERE id=?", [(cid,) for cid in chunk_ids])
+                summary.removed_chunks = len(chunk_ids)
                 summary.removed_nodes, summary.removed_rels = len(node_deletes), len(rel_deletes)
 
                 def apply() -> None:
@@ -425,9 +436,11 @@ class EmbeddedStore(TraversalMixin):
                         if graph.has_edge(u, v, key=t):
                             graph.remove_edge(u, v, key=t)
                     graph.remove_nodes_from(node_deletes)
-                    for p in paths:
-                        self._node_sources.pop(p, None)
-                        self._rel_sources.pop(p, None)
+                    for p in paths:  # kept elements still list these paths
+                        if p in self._node_sources:
+                            self._node_sources[p] &= keep.nodes
+                        if p in self._rel_sources:
+                            self._rel_sources[p] &= keep.rels
 
                 return apply
 

@@ -37,7 +37,7 @@ from graphmem.model import (
     now_iso,
     to_iso,
 )
-from graphmem.stores.base import Counts, Direction, Edge, Step, TraversalMixin, WriteSummary
+from graphmem.stores.base import Counts, Direction, Edge, Keep, Step, TraversalMixin, WriteSummary
 from graphmem.stores.batch import Batch, ProvenanceStamper, element_sources, prepare_batch
 
 T = TypeVar("T")
@@ -78,8 +78,8 @@ MERGE (n:Node {project: $project, key: row.key})""" + _MERGE_TAIL.format(
 
 _UPSERT_RELS = """
 UNWIND $rows AS row
-MATCH (a:Node {project: $project, key: row.src})
-MATCH (b:Node {project: $project, key: row.dst})
+MATCH (a:Node {project: $project, key: row.src}) WHERE a.valid_to IS NULL
+MATCH (b:Node {project: $project, key: row.dst}) WHERE b.valid_to IS NULL
 MERGE (a)-[r:`%(type)s`]->(b)""" + _MERGE_TAIL.format(v="r", old=_OLD_SOURCES.format(v="r"), extra="") + """
 RETURN count(r) AS written
 """
@@ -97,8 +97,8 @@ SET n += row.props, n.project = $project, n.key = row.key, n.kind = row.kind, n.
 
 _CREATE_RELS = """
 UNWIND $rows AS row
-MATCH (a:Node {project: $project, key: row.src})
-MATCH (b:Node {project: $project, key: row.dst})
+MATCH (a:Node {project: $project, key: row.src}) WHERE a.valid_to IS NULL
+MATCH (b:Node {project: $project, key: row.dst}) WHERE b.valid_to IS NULL
 CREATE (a)-[r:`%(type)s`]->(b)
 SET r += row.props, r.valid_from = row.valid_from%(extra)s
 RETURN count(r) AS written
@@ -133,7 +133,7 @@ CALL () {
   MATCH (n:Node {project: $project, multi: true}) WHERE any(s IN n.sources WHERE s IN $paths) RETURN n
 }
 WITH n, %(old)s AS old
-WHERE any(s IN old WHERE s IN $paths)
+WHERE any(s IN old WHERE s IN $paths) AND NOT n.key IN $keep
 RETURN n.key AS key, [s IN old WHERE NOT s IN $paths] AS left
 """ % {"old": _OLD_SOURCES.format(v="n")}
 
@@ -145,7 +145,7 @@ CALL () {
     AND any(s IN r.sources WHERE s IN $paths) RETURN r
 }
 WITH r, %(old)s AS old
-WHERE any(s IN old WHERE s IN $paths)
+WHERE any(s IN old WHERE s IN $paths) AND NOT [startNode(r).key, endNode(r).key] IN $keep
 RETURN elementId(r) AS id, [s IN old WHERE NOT s IN $paths] AS left
 """.replace("%(old)s", _OLD_SOURCES.format(v="r"))
 
@@ -445,27 +445,31 @@ class Neo4jStore(TraversalMixin):
                     future.cancel()
                 raise
 
-    def close_sources(self, paths: Iterable[str], *, at: str | None = None) -> WriteSummary:
-        return self._withdraw(sorted(set(paths)), at=to_iso(at) if at else now_iso(), delete=False)
+    def close_sources(self, paths: Iterable[str], *, at: str | None = None, keep: Keep | None = None) -> WriteSummary:
+        return self._withdraw(sorted(set(paths)), at=to_iso(at) if at else now_iso(), delete=False,
+                              keep=keep or Keep())
 
     def remove_sources(self, paths: Iterable[str]) -> WriteSummary:
-        return self._withdraw(sorted(set(paths)), at=now_iso(), delete=True)
+        return self._withdraw(sorted(set(paths)), at=now_iso(), delete=True, keep=Keep())
 
-    def _withdraw(self, paths: list[str], *, at: str, delete: bool) -> WriteSummary:
+    def _withdraw(self, paths: list[str], *, at: str, delete: bool, keep: Keep) -> WriteSummary:
         summary = WriteSummary()
         if not paths:
             return summary
         project = self._project
 
         def work(tx: Any) -> None:
-            nodes = [r.data() for r in tx.run(_WITHDRAW_NODES, project=project, paths=paths)]
-            keep = [{"key": n["key"], "left": n["left"]} for n in nodes if n["left"]]
+            nodes = [r.data() for r in tx.run(_WITHDRAW_NODES, project=project, paths=paths,
+                                              keep=sorted(keep.nodes))]
+            shrink = [{"key": n["key"], "left": n["left"]} for n in nodes if n["left"]]
             gone = [n["key"] for n in nodes if not n["left"]]
             tx.run("UNWIND $rows AS row MATCH (n:Node {project: $project, key: row.key}) "
-                   + _SET_LEFT.format(v="n"), project=project, rows=keep).consume()
+                   + _SET_LEFT.format(v="n"), project=project, rows=shrink).consume()
             rels: list[dict[str, Any]] = []
             for typ in RelType:
-                rels += [r.data() for r in tx.run(_WITHDRAW_RELS % {"type": typ.value}, project=project, paths=paths)]
+                kept = [[src, dst] for src, t, dst in keep.rels if t == typ.value]
+                rels += [r.data() for r in tx.run(_WITHDRAW_RELS % {"type": typ.value}, project=project, paths=paths,
+                                                  keep=kept)]
             rkeep = [{"id": r["id"], "left": r["left"]} for r in rels if r["left"]]
             rgone = [r["id"] for r in rels if not r["left"]]
             tx.run("UNWIND $rows AS row MATCH ()-[r]->() WHERE elementId(r) = row.id "
@@ -498,8 +502,9 @@ class Neo4jStore(TraversalMixin):
                 summary.closed_nodes = res["n"]
                 summary.closed_rels += res["r"]
             summary.removed_chunks = tx.run(
-                """MATCH (c:Chunk {project: $project}) WHERE c.source_path IN $paths
-                   DETACH DELETE c RETURN count(*) AS c""", project=project, paths=paths).single()["c"]
+                """MATCH (c:Chunk {project: $project}) WHERE c.source_path IN $paths AND NOT c.id IN $keep
+                   DETACH DELETE c RETURN count(*) AS c""", project=project, paths=paths,
+                keep=sorted(keep.chunks)).single()["c"]
 
         self._run(True, work)
         return summary

@@ -189,6 +189,35 @@ class StoreContract:
         loaded.close_sources(["graphmem.toml"], at=T2)
         assert loaded.get_node("service:billing").valid_to == T2
 
+    def test_withdrawing_with_keep_replaces_what_a_file_says(self, loaded: GraphStore) -> None:
+        from graphmem.stores.base import Keep
+
+        c = prov("billing/client.py")
+        # the file now says: the file, a new function `refund`, and still `charge`; no longer CONTAINS charge
+        now = [Node("file:billing/client.py", "client.py", c), Node("sym:billing/client.py::refund", "refund", c),
+               Node("sym:billing/client.py::charge", "charge", c)]
+        rels = [Relationship("file:billing/client.py", RelType.CONTAINS, "sym:billing/client.py::refund", c)]
+        chunks = [Chunk("sym:billing/client.py::refund", 0, "refund", "code", c)]
+        loaded.upsert(now, rels, chunks, at=T1)
+        summary = loaded.close_sources(["billing/client.py"], at=T2, keep=Keep.of(now, rels, chunks))
+        assert summary.closed_nodes == 0 and summary.closed_rels == 1 and summary.removed_chunks == 1
+        charge = loaded.get_node("sym:billing/client.py::charge")
+        assert charge.is_open and charge.valid_from == T0  # unchanged facts keep their history
+        assert loaded.get_node("sym:billing/client.py::refund").is_open
+        contains = {r.dst for r in loaded.get_relationships(["file:billing/client.py"])
+                    if r.type is RelType.CONTAINS and r.src == "file:billing/client.py"}
+        assert contains == {"sym:billing/client.py::refund"}
+        assert [ch.text for ch in loaded.get_chunks(["sym:billing/client.py::refund"])] == ["refund"]
+        assert loaded.get_chunks(["sym:billing/client.py::charge"]) == []
+        # the calls into charge, asserted by another file, still hold
+        assert any(h.node.key.endswith("InvoiceHandler.post") for h in loaded.neighbors("sym:billing/client.py::charge"))
+
+    def test_relationships_to_closed_nodes_are_not_written(self, loaded: GraphStore) -> None:
+        loaded.close_sources(["billing/client.py"], at=T1)
+        summary = loaded.upsert(rels=[Relationship("team:payments", RelType.OWNS, "file:billing/client.py",
+                                                   prov("CODEOWNERS", "ownership"))], at=T2)
+        assert summary.rels == 0 and summary.missing_endpoints == 1
+
     def test_upsert_reopens_a_closed_node(self, loaded: GraphStore) -> None:
         loaded.close_sources(["billing/client.py"], at=T1)
         loaded.upsert([Node("sym:billing/client.py::charge", "charge", prov("billing/client.py"))], at=T2)

@@ -1,0 +1,103 @@
+"""Differential test: a history ingested step by step ends where a clean ingest of its last state does."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from graphmem.ingest import ingest
+
+ENV = {**os.environ, "GIT_AUTHOR_NAME": "Ana", "GIT_AUTHOR_EMAIL": "ana@acme.dev",
+       "GIT_COMMITTER_NAME": "Ana", "GIT_COMMITTER_EMAIL": "ana@acme.dev"}
+
+
+def git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, env=ENV)
+
+
+def write(repo: Path, path: str, text: str) -> None:
+    (repo / path).parent.mkdir(parents=True, exist_ok=True)
+    (repo / path).write_text(text)
+
+
+def commit(repo: Path, message: str) -> None:
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", message)
+
+
+def step_add(repo: Path) -> None:
+    write(repo, "graphmem.toml", '[services.billing]\npaths = ["billing/"]\n[services.ledger]\npaths = ["ledger/"]\n')
+    write(repo, "CODEOWNERS", "/billing/ @acme/payments\n/ledger/ @acme/core\n")
+    write(repo, "ledger/store.py", 'def append(entry):\n    """Append an entry."""\n    return entry\n\n'
+                                   'def balance():\n    return 0\n')
+    write(repo, "billing/invoices.py", 'from ledger.store import append\n\n\ndef create(amount):\n'
+                                       '    """Create an invoice."""\n    return append(amount)\n\n\n'
+                                       'def cancel(invoice):\n    return None\n')
+    write(repo, "docs/adr/0001-use-a-ledger.md", "# 1. Use a ledger\n\n## Status\n\nAccepted\n\n## Context\n\n"
+                                               "billing calls ledger through `append`.\n\n## Decision\n\nYes.\n")
+    commit(repo, "Start billing and ledger (ADR-1)")
+
+
+def step_edit(repo: Path) -> None:
+    write(repo, "billing/invoices.py", 'from ledger.store import append, balance\n\n\ndef create(amount):\n'
+                                       '    """Create an invoice."""\n    return append(amount)\n\n\n'
+                                       'def total():\n    return balance()\n')
+    commit(repo, "Replace cancel with total")
+
+
+def step_rename(repo: Path) -> None:
+    git(repo, "mv", "billing/invoices.py", "billing/invoicing.py")
+    commit(repo, "Rename the invoices module")
+
+
+def step_delete(repo: Path) -> None:
+    write(repo, "ledger/audit.py", "def audit():\n    return 1\n")
+    commit(repo, "Add audit")
+    (repo / "ledger" / "audit.py").unlink()
+    commit(repo, "Remove audit again")
+
+
+def step_rebase(repo: Path) -> None:
+    # rewrite the last two commits into one: the old ones vanish from history
+    git(repo, "reset", "-q", "--soft", "HEAD~2")
+    write(repo, "ledger/store.py", (repo / "ledger/store.py").read_text() + "\n\ndef close():\n    return None\n")
+    commit(repo, "Add close (squashed)")
+
+
+STEPS = [step_add, step_edit, step_rename, step_delete, step_rebase]
+
+
+def snapshot(store: Any) -> dict[str, set]:
+    return {
+        "nodes": {n.key for n in store.iter_nodes()},
+        "rels": {r.ident for r in store.iter_rels()},
+        "chunks": {(c.node_key, c.ordinal, c.text) for c in store.iter_chunks()},
+    }
+
+
+@pytest.mark.parametrize("backend", ["embedded", "neo4j"])
+def test_step_by_step_equals_clean(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    factory: Callable[[str], Any] = request.getfixturevalue(f"{backend}_store_factory")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    stepwise = factory("stepwise")
+    stepwise.ensure_schema()
+    for step in STEPS:
+        step(repo)
+        ingest(repo, stepwise, cache_dir=tmp_path / "cache")
+    clean = factory("clean")
+    clean.ensure_schema()
+    ingest(repo, clean, cache_dir=tmp_path / "cache-clean")
+
+    got, want = snapshot(stepwise), snapshot(clean)
+    for part in ("nodes", "rels", "chunks"):
+        assert got[part] - want[part] == set(), f"{part} only in the step-by-step graph"
+        assert want[part] - got[part] == set(), f"{part} only in the clean graph"
+    assert "sym:billing/invoicing.py::total" in got["nodes"]
+    assert "sym:billing/invoices.py::cancel" not in got["nodes"]
