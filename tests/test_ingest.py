@@ -34,6 +34,17 @@ def git(repo: Path, *args: str) -> None:
     subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, env=env)
 
 
+def planted_secrets() -> list[tuple[str, str, str]]:
+    """The secrets the redaction tests plant (kind, sentence template, secret), loaded from there."""
+    import importlib.util
+
+    path = Path(__file__).parent / "extractors" / "docs" / "test_docs_secrets.py"
+    spec = importlib.util.spec_from_file_location("graphmem_planted_secrets", path)
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module.PLANTED
+
+
 def open_rels(store: GraphStore, rel_type: RelType) -> set[tuple[str, str]]:
     return {(r.src, r.dst) for r in store.iter_rels() if r.type is rel_type}  # type: ignore[attr-defined]
 
@@ -138,15 +149,34 @@ class IngestContract:
             f'def connect():\n    """Connect with {planted["url"]}."""\n    token = "{planted["github"]}"\n'
             "    return token\n")
         (repo / ".env").write_text("SECRET_IN_ENV=do-not-read-me-123\n")
+        (repo / "deploy.pem").write_text("-----BEGIN RSA PRIVATE KEY-----\nMIIEow\n-----END RSA PRIVATE KEY-----\n")
+        # every kind of secret the redaction tests plant, in code, a decision record, an incident and
+        # a commit message
+        PLANTED = planted_secrets()
+
+        lines = [template.format(secret) for _, template, secret in PLANTED]
+        (repo / "services/billing/notes.py").write_text(
+            '"""Operational notes."""\n\n\ndef notes():\n    """' + " ".join(lines[:12]).replace('"', "'")
+            + '"""\n    return 1\n' + "".join(f"# {line}\n" for line in lines))
+        (repo / "docs/adr/0042-rotate-keys.md").write_text(
+            "# 42. Rotate keys\n\n## Status\n\nAccepted\n\n## Context\n\n" + "\n\n".join(lines) + "\n")
+        (repo / "docs/incidents/INC-077.md").write_text(
+            "---\nid: INC-077\ntitle: Leaked keys\nseverity: sev1\n---\n\n## Summary\n\n" + "\n".join(lines) + "\n")
+        git(repo, "add", "-A")
+        git(repo, "commit", "-q", "-m", "Notes\n\n" + "\n".join(lines[:20]))
         store = make_store("secrets")
         store.ensure_schema()
         report = ingest(repo, store, cache_dir=tmp_path / "cache")
-        assert report.redactions >= 3
-        assert any(s.path == ".env" for s in report.skipped)
+        assert report.redactions >= len(PLANTED)
+        assert {".env", "deploy.pem"} <= {s.path for s in report.skipped}
         dump = json.dumps([[n.key, n.name, n.props] for n in store.iter_nodes()]
                           + [c.text for c in store.iter_chunks()] + [r.props for r in store.iter_rels()])
-        for value in [*planted.values(), "Sup3rS3cretPw", "do-not-read-me-123"]:
-            assert value not in dump
+        secrets = [*planted.values(), "Sup3rS3cretPw", "do-not-read-me-123", "MIIEow",
+                   *(secret for _, _, secret in PLANTED)]
+        assert len(secrets) >= 30
+        for value in secrets:
+            assert value not in dump, value
+        assert store.get_node("adr:42") is not None and store.get_node("incident:INC-077") is not None
         assert store.get_node("sym:services/billing/settings.py::connect") is not None
 
 
