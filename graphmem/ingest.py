@@ -334,6 +334,8 @@ def ingest(
     store.set_source_states({**{p: hashes[p] for p in changed}, **{p: None for p in deleted}})
     store.set_meta({"last_commit": head, "last_ingested_at": now_iso(), "root": str(root)})
     note("write", 1, 1)
+    # One line per skipped path (a broken graphmem.toml is noticed by more than one reader).
+    report.skipped = list({item.path: item for item in reversed(report.skipped)}.values())[::-1]
     report.seconds = time.perf_counter() - started
     return report
 
