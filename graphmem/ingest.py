@@ -27,7 +27,7 @@ from extractors.base import Extraction, Skipped
 from extractors.decisions import extract_decision, is_decision_record
 from extractors.git import extract_history, head_commit, is_git_repo
 from extractors.incidents import extract_incident, is_incident_report
-from extractors.ownership import ServiceMap, extract_ownership
+from extractors.ownership import ServiceMap, Team, extract_ownership, teams_from_config
 from extractors.policy import Policy, read_project_config
 from extractors.secrets import redact
 from extractors.text import Vocabulary
@@ -66,6 +66,23 @@ class IngestReport:
             "written": {k: getattr(self.written, k) for k in self.written.__slots__},  # type: ignore[attr-defined]
             "skipped": [{"path": s.path, "reason": s.reason} for s in self.skipped],
         }
+
+
+def _services_and_teams(
+    config: dict, files: list[str], name: str, report: IngestReport
+) -> tuple[ServiceMap, list[Team]]:
+    """Services and teams from ``graphmem.toml``; services from top-level folders when it has none."""
+    try:
+        services = ServiceMap.from_config(config) if config.get("services") else None
+    except ConfigError as exc:
+        report.skipped.append(Skipped("graphmem.toml", f"[services] ignored: {exc}"))
+        services = None
+    try:
+        teams = teams_from_config(config)
+    except ConfigError as exc:
+        report.skipped.append(Skipped("graphmem.toml", f"[teams] ignored: {exc}"))
+        teams = []
+    return services or ServiceMap.infer(files, name), teams
 
 
 def _is_ancestor(repo: Path, older: str, newer: str) -> bool:
@@ -234,7 +251,8 @@ def ingest(
     deleted = {p for p in previous if p not in hashes}
     report.changed, report.deleted = len(changed), len(deleted)
     report.unchanged = len(hashes) - len(changed)
-    if not changed and not deleted and (head is None or store.get_meta("last_commit") == head):
+    since = store.get_meta("last_commit")
+    if not changed and not deleted and (head is None or since == head):
         # The verification pass found nothing new: the graph is up to date.
         report.seconds = time.perf_counter() - started
         return report
@@ -244,26 +262,30 @@ def ingest(
     code_paths = [p for p in hashes if code.supports(p)]
     facts: dict[str, code.FileFacts] = {}
     to_parse: list[str] = []
+    # Facts name their path, so the cache key covers path and content: identical files (empty
+    # __init__.py files, say) must not evict each other.
+    cache_keys = {p: content_hash(f"{p}\0{hashes[p]}".encode()) for p in code_paths}
     for path in code_paths:
-        cached = cache.get(hashes[path])
-        if cached is not None and cached.path == path:
+        cached = cache.get(cache_keys[path])
+        if cached is not None:
             facts[path] = cached
         else:
             to_parse.append(path)
     for path in to_parse:
-        contents.setdefault(path, (root / path).read_bytes())
+        if path not in contents:  # unchanged, but parsed facts are not cached
+            contents[path] = (root / path).read_bytes()
     jobs = [(p, contents[p]) for p in to_parse]
     if len(jobs) >= PARALLEL_PARSE_MIN and workers > 1:
         with ProcessPoolExecutor(max_workers=workers) as pool:
             parsed = pool.map(_parse, jobs, chunksize=16)
             for i, ((path, _), result) in enumerate(zip(jobs, parsed)):
-                cache.put(hashes[path], result)
+                cache.put(cache_keys[path], result)
                 facts[path] = code.FileFacts.from_dict(result)
                 note("parse", i + 1, len(jobs))
     else:
         for i, job in enumerate(jobs):
             result = _parse(job)
-            cache.put(hashes[job[0]], result)
+            cache.put(cache_keys[job[0]], result)
             facts[job[0]] = code.FileFacts.from_dict(result)
             note("parse", i + 1, len(jobs))
     code_graph = code.build_graph(facts, commit=head)
@@ -272,12 +294,12 @@ def ingest(
             report.skipped.append(Skipped(f.path, "syntax errors: kept what parsed"))
 
     # --- ownership and services (small: always rebuilt) ---
-    ownership = extract_ownership(root, list(hashes), source_commit=head)
+    services, teams = _services_and_teams(config, list(hashes), root.name, report)
+    ownership = extract_ownership(root, list(hashes), services=services, teams=teams, source_commit=head)
     report.skipped += ownership.skipped
-    services = ServiceMap.from_config(config) if config.get("services") else ServiceMap.infer(list(hashes), root.name)
-    services_names = [n.name for n in ownership.nodes if n.key.startswith("service:")]
     vocabulary = Vocabulary.from_symbol_keys(
-        services_names, [n.key for n in code_graph.nodes if n.key.startswith("sym:")],
+        [n.name for n in ownership.nodes if n.key.startswith("service:")],
+        [n.key for n in code_graph.nodes if n.key.startswith("sym:")],
         [n.name for n in ownership.nodes if n.key.startswith("team:")])
 
     # --- documents that changed ---
@@ -295,7 +317,6 @@ def ingest(
     history = Extraction()
     rewritten: list[str] = []
     if head is not None:
-        since = store.get_meta("last_commit")
         if since and since != head and not _is_ancestor(root, since, head):
             # History was rewritten (rebase, amend, reset): commits no longer reachable from HEAD
             # stop holding, with everything they asserted.
@@ -309,14 +330,13 @@ def ingest(
                 history = extract_history(root, parse=_symbol_ranges)
             report.commits = sum(1 for n in history.nodes if n.key.startswith("commit:"))
 
-    # --- write: close what changed or vanished, then upsert the new facts ---
+    # --- write: the new facts, then withdraw what changed or vanished sources no longer say ---
     code_keys_changed = {n.key for n in code_graph.nodes if n.provenance.source_path in changed}
     code_part = Extraction(
         nodes=[n for n in code_graph.nodes if n.provenance.source_path in changed],
-        # relationships from unchanged files into changed ones are re-asserted (closing a changed
-        # file's nodes closed them)
-        rels=[r for r in code_graph.rels
-              if r.provenance.source_path in changed or r.dst in code_keys_changed or r.src in code_keys_changed],
+        # Relationships from unchanged files into changed ones are asserted again: a symbol that
+        # was removed and now is back had them closed along with it.
+        rels=[r for r in code_graph.rels if r.provenance.source_path in changed or r.dst in code_keys_changed],
         chunks=[c for c in code_graph.chunks if c.provenance.source_path in changed],
     )
     dependencies = service_dependencies(code_graph, services)

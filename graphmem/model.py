@@ -393,10 +393,6 @@ class Chunk:
         if not self.id:
             self.id = chunk_id(self.node_key, self.ordinal)
 
-    @property
-    def content_hash(self) -> str:
-        return hashlib.blake2b(self.text.encode("utf-8"), digest_size=16).hexdigest()
-
 
 def chunk_id(node_key: str, ordinal: int) -> int:
     """Stable positive 63-bit id of a node's n-th chunk (FAISS ids are signed 64-bit)."""
