@@ -93,6 +93,7 @@ UNWIND $rows AS row
 CREATE (n:Node:`%(label)s`)
 SET n += row.props, n.project = $project, n.key = row.key, n.kind = row.kind, n.name = row.name,
     n.valid_from = row.valid_from%(extra)s
+RETURN count(n) AS written
 """
 
 _CREATE_RELS = """
@@ -332,15 +333,22 @@ class Neo4jStore(TraversalMixin):
             return {"props": props, "sources": list(element_sources(element)),
                     "valid_from": element.valid_from or at, "valid_to": element.valid_to}
 
+        def create(tx: Any, statement: str, names: dict[str, str], var: str, rows: list[dict[str, Any]]) -> int:
+            """Create new elements: the lean statement for the common row, the full one for the rest."""
+            written = 0
+            for lean in (True, False):
+                part = [r for r in rows if _plain(r) is lean]
+                if part:
+                    extra = "" if lean else _CREATE_EXTRA.format(v=var)
+                    written += tx.run(statement % {**names, "extra": extra}, project=project,
+                                      rows=part).single()["written"]
+            return written
+
         def node_job(label: str, rows: list[dict[str, Any]]) -> Callable[[Any], Callable[[], None]]:
             def work(tx: Any) -> Callable[[], None]:
                 existing = set(tx.run(_EXISTING_KEYS, project=project, keys=[r["key"] for r in rows]).single()["keys"])
                 fresh = [r for r in rows if r["key"] not in existing]
-                for lean in (True, False):
-                    part = [r for r in fresh if _plain(r) is lean]
-                    if part:
-                        extra = "" if lean else _CREATE_EXTRA.format(v="n")
-                        tx.run(_CREATE_NODES % {"label": label, "extra": extra}, project=project, rows=part).consume()
+                create(tx, _CREATE_NODES, {"label": label}, "n", fresh)
                 if existing:
                     tx.run(_UPSERT_NODES % {"label": label}, project=project,
                            rows=[r for r in rows if r["key"] in existing]).consume()
@@ -353,14 +361,11 @@ class Neo4jStore(TraversalMixin):
                 for typ, rows in by_type.items():
                     total += len(rows)
                     # A relationship with an end that did not exist before this upsert cannot exist.
-                    new = [r for r in rows if r["src"] in created or r["dst"] in created]
-                    old = [r for r in rows if not (r["src"] in created or r["dst"] in created)]
-                    for lean in (True, False):
-                        part = [r for r in new if _plain(r) is lean]
-                        if part:
-                            extra = "" if lean else _CREATE_EXTRA.format(v="r")
-                            written += tx.run(_CREATE_RELS % {"type": typ, "extra": extra}, project=project,
-                                              rows=part).single()["written"]
+                    new: list[dict[str, Any]] = []
+                    old: list[dict[str, Any]] = []
+                    for r in rows:
+                        (new if r["src"] in created or r["dst"] in created else old).append(r)
+                    written += create(tx, _CREATE_RELS, {"type": typ}, "r", new)
                     if old:
                         written += tx.run(_UPSERT_RELS % {"type": typ}, project=project,
                                           rows=old).single()["written"]
