@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -11,14 +9,7 @@ from typing import Any
 import pytest
 
 from graphmem.ingest import ingest
-
-ENV = {**os.environ, "GIT_AUTHOR_NAME": "Ana", "GIT_AUTHOR_EMAIL": "ana@acme.dev",
-       "GIT_COMMITTER_NAME": "Ana", "GIT_COMMITTER_EMAIL": "ana@acme.dev"}
-
-
-def git(repo: Path, *args: str) -> None:
-    subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, env=ENV)
-
+from tests.test_ingest import git
 
 def write(repo: Path, path: str, text: str) -> None:
     (repo / path).parent.mkdir(parents=True, exist_ok=True)
