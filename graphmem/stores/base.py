@@ -231,6 +231,9 @@ class GraphStore(Protocol):
     def get_chunks(self, node_keys: Iterable[str]) -> list[Chunk]:
         """The chunks of these nodes."""
 
+    def get_chunks_by_id(self, ids: Iterable[int]) -> dict[int, Chunk]:
+        """The chunks with these ids that exist."""
+
     def chunk_ids(self) -> set[int]:
         """Ids of every chunk (to check an index against)."""
 

@@ -551,6 +551,16 @@ class EmbeddedStore(TraversalMixin):
                     f"SELECT * FROM chunks WHERE node_key IN ({','.join('?' * len(part))})", part)
         return sorted(out, key=lambda c: (c.node_key, c.ordinal))
 
+    def get_chunks_by_id(self, ids: Iterable[int]) -> dict[int, Chunk]:
+        wanted = sorted(set(ids))
+        out: dict[int, Chunk] = {}
+        with self._lock:
+            for i in range(0, len(wanted), 500):
+                part = wanted[i: i + 500]
+                for c in self._chunk_rows(f"SELECT * FROM chunks WHERE id IN ({','.join('?' * len(part))})", part):
+                    out[c.id] = c
+        return out
+
     def chunk_ids(self) -> set[int]:
         with self._lock:
             return {row[0] for row in self._conn().execute("SELECT id FROM chunks")}

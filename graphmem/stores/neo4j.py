@@ -588,6 +588,12 @@ class Neo4jStore(TraversalMixin):
                RETURN properties(c) AS p ORDER BY c.node_key, c.ordinal""", keys=sorted(set(node_keys)))
         return [_chunk_from(r["p"]) for r in rows]
 
+    def get_chunks_by_id(self, ids: Iterable[int]) -> dict[int, Chunk]:
+        rows = self._read("UNWIND $ids AS i MATCH (c:Chunk {project: $project, id: i}) RETURN properties(c) AS p",
+                          ids=sorted(set(ids)))
+        chunks = (_chunk_from(r["p"]) for r in rows)
+        return {c.id: c for c in chunks}
+
     def chunk_ids(self) -> set[int]:
         return {r["id"] for r in self._read("MATCH (c:Chunk {project: $project}) RETURN c.id AS id")}
 

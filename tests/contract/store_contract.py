@@ -118,6 +118,9 @@ class StoreContract:
         # the second write did not restart validity
         assert store.get_node("service:billing").valid_from == T0
         assert len(store.chunk_ids()) == 3
+        by_id = store.get_chunks_by_id([chunks[0].id, chunks[2].id, 12345])
+        assert set(by_id) == {chunks[0].id, chunks[2].id}
+        assert by_id[chunks[2].id].text == chunks[2].text and by_id[chunks[2].id].node_key == chunks[2].node_key
 
     def test_properties_merge_and_none_removes(self, loaded: GraphStore) -> None:
         key = "sym:billing/handlers.py::InvoiceHandler.post"
@@ -335,6 +338,7 @@ class StoreContract:
         assert other.incident_edges(["service:billing"]) == []
         assert list(other.iter_nodes()) == [] and list(other.iter_chunks()) == []
         assert other.chunk_ids() == set() and other.get_chunks(["incident:INC-042"]) == []
+        assert other.get_chunks_by_id(loaded.chunk_ids()) == {}
         assert other.counts().total_nodes == 0 and other.counts().chunks == 0
         loaded.set_meta({"last_commit": "d" * 40})
         loaded.set_source_states({"a.py": "h"})

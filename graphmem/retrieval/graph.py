@@ -1,0 +1,385 @@
+"""Graph retrieval: link the question to nodes, expand through typed relationships, rank by a
+personalised PageRank whose relationship weights follow what the question asks.
+
+1. **Link.** Identifiers (``ADR-5``, ``INC-042``, ticket ids, commit shas), names of services, teams,
+   people, files and symbols, titles of decisions and incidents (exact, then fuzzy), and kinds the
+   question names with a time ("an incident in the last month", "the latest incident") become seeds.
+   The best lexical and vector hits join as weaker seeds.
+2. **Expand** breadth-first from the seeds through the store's typed relationships (the same
+   ``incident_edges`` reads on both stores; a Cypher query on Neo4j), dropping dated nodes (commits,
+   incidents, decisions) outside the question's time window.
+3. **Rank** the reached nodes by personalised PageRank from the seeds over the reached subgraph, each
+   relationship weighted by its type: the types the question names weigh more. Nodes of the kind
+   the question asks for come first. Each hit keeps the path by which the expansion reached it.
+"""
+
+from __future__ import annotations
+
+import heapq
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+
+from graphmem.model import Node, NodeKind, RelType
+from graphmem.retrieval.question import Question
+from graphmem.stores.base import Edge, GraphStore, Path, Step
+
+# How much each relationship type carries in PageRank before the question's emphasis.
+BASE_WEIGHTS: dict[str, float] = {
+    RelType.CONTAINS.value: 0.6, RelType.IMPORTS.value: 0.5, RelType.CALLS.value: 1.0,
+    RelType.INHERITS.value: 0.6, RelType.DEPENDS_ON.value: 1.0, RelType.OWNS.value: 0.8,
+    RelType.MEMBER_OF.value: 0.5, RelType.AUTHORED.value: 0.6, RelType.PARENT.value: 0.05,
+    RelType.CHANGED.value: 0.4, RelType.MODIFIED.value: 0.8, RelType.REFERENCES.value: 0.8,
+    RelType.FIXES.value: 1.0, RelType.SUPERSEDES.value: 1.0, RelType.DECIDED.value: 0.6,
+    RelType.MENTIONS.value: 0.4, RelType.AFFECTED.value: 1.0, RelType.CAUSED_BY.value: 1.0,
+    RelType.RESOLVED_BY.value: 1.0, RelType.IMPLEMENTS.value: 1.0, RelType.RELATED_TO.value: 0.7,
+}
+# A relationship type the question names weighs this many times more.
+EMPHASIS = 6.0
+DAMPING = 0.75
+PPR_ITERATIONS = 40
+LEXICAL_SEED_WEIGHT = 0.35
+ANCHORED_LEXICAL_SEED_WEIGHT = 0.02
+DESCRIBED_SEED_WEIGHT = 0.6
+OFF_KIND_FACTOR = 0.1
+MAX_DEPTH = 4
+MAX_NODES = 4000
+
+_WORD = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-/]*[A-Za-z0-9_]|[A-Za-z0-9]")
+_IDENT_LIKE = re.compile(r"[a-z][A-Z]|_|\.|\(\)")
+_STOP = frozenset(["a", "an", "the", "of", "in", "on", "at", "to", "for", "from", "by", "with", "and", "or", "is", "are", "was", "were", "be", "been", "that", "which", "what", "who", "whom", "whose", "how", "why", "when", "where", "did", "do", "does", "has", "have", "had", "it", "its", "this", "these", "those", "all", "any", "me", "show", "list", "find"])
+
+
+def node_date(node: Node) -> str | None:
+    """When a dated node happened: an incident's start, a commit's time, a decision's date (ISO)."""
+    p = node.props
+    names = {NodeKind.INCIDENT: ("started_at", "date"), NodeKind.COMMIT: ("committed_at", "authored_at"),
+             NodeKind.DECISION: ("date",)}.get(node.kind, ())
+    for name in names:
+        value = p.get(name)
+        if isinstance(value, str) and value:
+            return f"{value}T00:00:00.000000Z" if len(value) == 10 else value
+    return None
+
+
+def _words(text: str) -> list[str]:
+    return [w.lower() for w in _WORD.findall(text)]
+
+
+def _singular(word: str) -> str:
+    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
+
+
+@dataclass(slots=True)
+class Catalog:
+    """Names of the project's open nodes, for linking a question to them."""
+
+    nodes: dict[str, tuple[NodeKind, str, str | None]] = field(default_factory=dict)  # key -> kind, name, date
+    by_name: dict[tuple[str, ...], set[str]] = field(default_factory=dict)
+    by_kind: dict[NodeKind, list[str]] = field(default_factory=dict)
+    incidents_by_number: dict[int, str] = field(default_factory=dict)
+    titles: list[tuple[str, set[str]]] = field(default_factory=list)  # title words, for fuzzy matching
+
+    @classmethod
+    def build(cls, store: GraphStore) -> Catalog:
+        cat = cls()
+        for node in store.iter_nodes():
+            cat.nodes[node.key] = (node.kind, node.name, node_date(node))
+            cat.by_kind.setdefault(node.kind, []).append(node.key)
+            for name in cat._names(node):
+                words = tuple(_singular(w) for w in _words(name))
+                if words:
+                    cat.by_name.setdefault(words, set()).add(node.key)
+            if node.kind is NodeKind.INCIDENT:
+                m = re.search(r"(\d+)$", node.key)
+                if m:
+                    cat.incidents_by_number[int(m.group(1))] = node.key
+            if node.kind in (NodeKind.DECISION, NodeKind.INCIDENT) and node.name:
+                cat.titles.append((node.key, {_singular(w) for w in _words(node.name)} - _STOP))
+        return cat
+
+    @staticmethod
+    def _names(node: Node) -> list[str]:
+        kind, name = node.kind, node.name or ""
+        if kind in (NodeKind.SERVICE, NodeKind.TEAM, NodeKind.TICKET, NodeKind.ENTITY):
+            return [name]
+        if kind is NodeKind.PERSON:
+            email = str(node.props.get("email") or "")
+            return [name, email, email.split("@")[0]] if email else [name]
+        if kind is NodeKind.FILE:
+            path = node.key[5:]
+            return [path, path.rsplit("/", 1)[-1]]
+        if kind is NodeKind.SYMBOL:
+            qual = str(node.props.get("qualname") or name)
+            last = qual.rsplit(".", 1)[-1]
+            # Short or common last parts ("get", "main", "__init__") would link to everything.
+            return [qual] + ([last] if len(last) >= 5 and not last.startswith("_") and last != qual else [])
+        if kind is NodeKind.DECISION:
+            return [f"ADR-{node.props.get('number')}", name]
+        if kind is NodeKind.INCIDENT:
+            return [node.key.split(":", 1)[1], name]
+        return [name]
+
+
+@dataclass(slots=True)
+class GraphHit:
+    key: str
+    score: float
+    path: Path
+
+
+@dataclass(slots=True)
+class GraphResult:
+    hits: list[GraphHit]
+    seeds: dict[str, float]
+    linked: dict[str, str]  # key -> why it was linked
+    reached: int = 0
+
+
+class GraphRetriever:
+    """Question -> ranked nodes with the paths that reached them (see the module docstring)."""
+
+    def __init__(self, store: GraphStore) -> None:
+        self.store = store
+        self._catalog: Catalog | None = None
+        self._catalog_stamp: str | None = None
+
+    @property
+    def catalog(self) -> Catalog:
+        stamp = self.store.get_meta("last_ingested_at")
+        if self._catalog is None or stamp != self._catalog_stamp:
+            self._catalog, self._catalog_stamp = Catalog.build(self.store), stamp
+        return self._catalog
+
+    # --- linking --------------------------------------------------------------------------------
+
+    def link(self, q: Question) -> dict[str, tuple[float, str]]:
+        """Nodes the question names or describes: key -> (weight, reason)."""
+        cat = self.catalog
+        out: dict[str, tuple[float, str]] = {}
+
+        def add(keys: Sequence[str] | set[str], weight: float, why: str) -> None:
+            keys = [k for k in keys if k in cat.nodes]
+            for k in keys:
+                w = weight / len(keys)
+                if out.get(k, (0.0, ""))[0] < w:
+                    out[k] = (w, why)
+
+        for n in q.adr_numbers:
+            add([f"adr:{n}"], 1.0, f"names ADR-{n}")
+        for n in q.incident_numbers:
+            if n in cat.incidents_by_number:
+                add([cat.incidents_by_number[n]], 1.0, f"names INC-{n}")
+        for t in q.tickets:
+            add([f"ticket:{t}"], 1.0, f"names {t}")
+        for sha in q.shas:
+            add([k for k in cat.by_kind.get(NodeKind.COMMIT, []) if k[7:].startswith(sha)], 1.0, f"names commit {sha}")
+        # Names: the longest word sequences first, so "billing service" is not also "billing".
+        words = [_singular(w) for w in _words(q.text)]
+        raw = _WORD.findall(q.text)
+        used = [False] * len(words)
+        for size in (4, 3, 2, 1):
+            for i in range(len(words) - size + 1):
+                if any(used[i:i + size]):
+                    continue
+                gram = tuple(words[i:i + size])
+                keys = cat.by_name.get(gram)
+                if not keys or (size == 1 and gram[0] in _STOP):
+                    continue
+                if size == 1 and all(cat.nodes[k][0] is NodeKind.SYMBOL for k in keys) \
+                        and not _IDENT_LIKE.search(raw[i]):
+                    continue  # a plain English word that happens to name a function
+                add(keys, 1.0, f"names {' '.join(raw[i:i + size])!r}")
+                used[i:i + size] = [True] * size
+        # Decision and incident titles the question paraphrases closely.
+        qwords = set(words) - _STOP
+        for key, title in cat.titles:
+            if len(title) >= 2 and len(title & qwords) / len(title) >= 0.6:
+                add([key], 0.8, "matches its title")
+        self._link_kinds(q, add)
+        return out
+
+    def _link_kinds(self, q: Question, add) -> None:  # type: ignore[no-untyped-def]
+        """Kinds named with a time ("the latest incident", "incidents last month") seed their nodes."""
+        cat, tf = self.catalog, q.time
+        if tf.as_of_ref:
+            ref = self._resolve_ref(tf.as_of_ref)
+            if ref:
+                add([ref], 1.0, f"the question is asked as of {tf.as_of_ref}")
+        if tf.pick and tf.pick_kind:
+            dated = [(cat.nodes[k][2], k) for k in cat.by_kind.get(tf.pick_kind, []) if cat.nodes[k][2]]
+            dated = [(d, k) for d, k in dated if tf.admits(d)]
+            if dated:
+                _d, k = (max if tf.pick == "latest" else min)(dated)
+                add([k], 1.0, f"the {tf.pick} {tf.pick_kind.value}")
+            return
+        if tf.start or tf.end:
+            for kind in q.kind_mentions:
+                if kind is NodeKind.DECISION and q.adr_numbers or kind is NodeKind.INCIDENT and q.incident_numbers:
+                    continue
+                keys = [k for k in cat.by_kind.get(kind, []) if cat.nodes[k][2] and tf.admits(cat.nodes[k][2])]
+                if keys:
+                    add(keys, 1.0, f"{kind.value} in {tf.phrase!r}")
+
+    def _resolve_ref(self, ref: str) -> str | None:
+        m = re.match(r"(INC|ADR)-?0*(\d+)", ref, re.IGNORECASE)
+        if not m:
+            return None
+        if m.group(1).upper() == "ADR":
+            key = f"adr:{int(m.group(2))}"
+            return key if key in self.catalog.nodes else None
+        return self.catalog.incidents_by_number.get(int(m.group(2)))
+
+    def reference_date(self, q: Question) -> str | None:
+        """The date an "as of INC-042" question is asked at."""
+        ref = self._resolve_ref(q.time.as_of_ref) if q.time.as_of_ref else None
+        return self.catalog.nodes[ref][2] if ref else None
+
+    # --- retrieval ------------------------------------------------------------------------------
+
+    def retrieve(self, q: Question, *, lexical_seeds: Sequence[str] = (), k: int = 50,
+                 as_of: str | None = None) -> GraphResult:
+        linked = self.link(q)
+        seeds = {key: w for key, (w, _) in linked.items()}
+        # Lexical and vector hits seed the search when the question names nothing; next to named
+        # nodes they only nudge it (as seeds they would outrank what the named nodes lead to).
+        lexical_weight = LEXICAL_SEED_WEIGHT if not seeds else ANCHORED_LEXICAL_SEED_WEIGHT
+        for rank, key in enumerate(lexical_seeds):
+            if key in self.catalog.nodes and key not in seeds:
+                seeds[key] = lexical_weight / (rank + 1)
+        result = GraphResult([], seeds, {key: why for key, (_, why) in linked.items()})
+        if not seeds:
+            return result
+        window = q.time
+        ref_date = self.reference_date(q)
+        cat = self.catalog
+
+        def admitted(key: str) -> bool:
+            info = cat.nodes.get(key)
+            if info is None or info[2] is None:
+                return True
+            if ref_date is not None and info[2] > ref_date:
+                return False
+            return window.admits(info[2]) if (window.start or window.end) else True
+
+        # Breadth-first expansion, level by level: one store read per level.
+        parent: dict[str, tuple[str, Step] | None] = {s: None for s in seeds}
+        edges: list[Edge] = []
+        frontier = sorted(seeds)
+        # "the incident that hit the notifications service": a kind the question names without an
+        # identifier or a time picks the nodes of that kind next to what it does name.
+        described = [kind for kind in q.kind_mentions
+                     if not (kind is NodeKind.INCIDENT and q.incident_numbers)
+                     and not (kind is NodeKind.DECISION and q.adr_numbers)
+                     and not any(cat.nodes.get(key, (None,))[0] is kind for key in linked)]
+        for _level in range(MAX_DEPTH):
+            if not frontier or len(parent) >= MAX_NODES:
+                break
+            nxt: list[str] = []
+            for edge in sorted(self.store.incident_edges(frontier, as_of=as_of),
+                               key=lambda e: (e.origin, e.step.type, e.other)):
+                if not admitted(edge.other):
+                    continue
+                edges.append(edge)
+                if edge.other not in parent and len(parent) < MAX_NODES:
+                    parent[edge.other] = (edge.origin, edge.step)
+                    nxt.append(edge.other)
+            frontier = sorted(set(nxt))
+            if described and _level == 0:
+                near = [key for key in frontier if cat.nodes.get(key, (None,))[0] in described]
+                for key in near:
+                    seeds[key] = max(seeds.get(key, 0.0), DESCRIBED_SEED_WEIGHT / len(near))
+                    result.linked.setdefault(key, "the kind the question describes, next to what it names")
+        result.reached = len(parent)
+        weights = edge_weights(q)
+        scores = self._pagerank(list(parent), edges, seeds, weights)
+        # Evidence: the cheapest path from a seed, a relationship costing the inverse of its weight,
+        # so paths through what the question asks about win over incidental ones.
+        best = _cheapest_paths(edges, {key: (0.0 if key in linked else 2.0) for key in seeds}, weights)
+        parent.update(best)
+        # Nodes of the kind the question asks for keep their PageRank; the rest are damped, so the
+        # score stays the order (fusion may use the scores).
+        answer = set(q.answer_kinds)
+        # The named nodes themselves are no answer when the question asks for another kind
+        # ("which commit caused INC-042" is not answered by INC-042).
+        final = {key: s if not answer or cat.nodes.get(key, (None,))[0] in answer else s * OFF_KIND_FACTOR
+                 for key, s in scores.items() if not (answer and key in linked
+                                                       and cat.nodes.get(key, (None,))[0] not in answer)}
+        for key in sorted(final, key=lambda key: (-final[key], key))[:k]:
+            result.hits.append(GraphHit(key, float(final[key]), _path_to(key, parent)))
+        return result
+
+    @staticmethod
+    def _pagerank(nodes: list[str], edges: list[Edge], seeds: dict[str, float],
+                  weights: dict[str, float]) -> dict[str, float]:
+        index = {key: i for i, key in enumerate(nodes)}
+        rows, cols, vals = [], [], []
+        seen: set[tuple[str, str, str]] = set()
+        for e in edges:
+            ident = (e.step.src, e.step.type, e.step.dst)
+            if ident in seen or e.step.src not in index or e.step.dst not in index:
+                continue
+            seen.add(ident)
+            w = weights.get(e.step.type, 0.5)
+            a, b = index[e.step.src], index[e.step.dst]
+            rows += [a, b]
+            cols += [b, a]
+            vals += [w, w]
+        n = len(nodes)
+        matrix = sp.csr_matrix((vals, (rows, cols)), shape=(n, n), dtype=np.float64)
+        out_weight = np.asarray(matrix.sum(axis=1)).ravel()
+        out_weight[out_weight == 0] = 1.0
+        transition = sp.diags(1.0 / out_weight) @ matrix  # row-stochastic (rows without edges stay 0)
+        restart = np.zeros(n)
+        for key, w in seeds.items():
+            if key in index:
+                restart[index[key]] = w
+        restart /= restart.sum() or 1.0
+        rank = restart.copy()
+        transposed = transition.T.tocsr()
+        for _ in range(PPR_ITERATIONS):
+            rank = DAMPING * (transposed @ rank) + (1 - DAMPING) * restart
+        return {key: float(rank[i]) for key, i in index.items()}
+
+
+def edge_weights(q: Question) -> dict[str, float]:
+    """Weight of each relationship type for this question: its base weight, more if the question names it."""
+    emphasis = {t.value: w for t, w in q.rel_types.items()}
+    return {t: base * (1.0 + EMPHASIS * min(1.0, emphasis.get(t, 0.0))) for t, base in BASE_WEIGHTS.items()}
+
+
+def _cheapest_paths(edges: list[Edge], start: dict[str, float],
+                    weights: dict[str, float]) -> dict[str, tuple[str, Step] | None]:
+    """Dijkstra from several sources over ``edges`` (both directions): node -> (previous node, step)."""
+    adjacency: dict[str, list[tuple[str, Step, float]]] = {}
+    for e in edges:
+        cost = 1.0 / max(weights.get(e.step.type, 0.5), 1e-6)
+        adjacency.setdefault(e.step.src, []).append((e.step.dst, e.step, cost))
+        adjacency.setdefault(e.step.dst, []).append((e.step.src, e.step, cost))
+    dist = dict(start)
+    prev: dict[str, tuple[str, Step] | None] = {key: None for key in start}
+    heap = [(cost, key) for key, cost in sorted(start.items())]
+    heapq.heapify(heap)
+    while heap:
+        cost, key = heapq.heappop(heap)
+        if cost > dist.get(key, float("inf")):
+            continue
+        for other, step, step_cost in adjacency.get(key, ()):
+            new = cost + step_cost
+            if new < dist.get(other, float("inf")) - 1e-12:
+                dist[other], prev[other] = new, (key, step)
+                heapq.heappush(heap, (new, other))
+    return prev
+
+
+def _path_to(key: str, parent: dict[str, tuple[str, Step] | None]) -> Path:
+    nodes, steps = [key], []
+    while (link := parent.get(nodes[-1])) is not None:
+        origin, step = link
+        nodes.append(origin)
+        steps.append(step)
+    return Path(tuple(reversed(nodes)), tuple(reversed(steps)))
+

@@ -1,0 +1,207 @@
+"""What a question asks, read without a model: the kind of answer, the relationships it follows,
+the identifiers it names and the time it talks about.
+
+The reading is deliberately shallow and predictable (keywords and regular expressions); it steers
+graph retrieval (seeds, relationship weights, date filters) and never removes a candidate that
+another retriever found.
+"""
+
+from __future__ import annotations
+
+import calendar
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+
+from graphmem.model import NodeKind, RelType
+
+# Words that name what the answer should be ("which team ...", "who ...").
+_ANSWER_PATTERNS: list[tuple[re.Pattern[str], tuple[NodeKind, ...]]] = [
+    (re.compile(r"\b(which|what|list|show|find|name)\b[^?.]{0,25}?\b(teams?)\b", re.IGNORECASE), (NodeKind.TEAM,)),
+    (re.compile(r"\b(which|what|list|show|find|name)\b[^?.]{0,25}?\b(services?|systems?)\b", re.IGNORECASE),
+     (NodeKind.SERVICE,)),
+    (re.compile(r"\b(which|what|list|show|find|name)\b[^?.]{0,25}?\b(commits?|changes?|change ?sets?)\b", re.IGNORECASE),
+     (NodeKind.COMMIT,)),
+    (re.compile(r"\b(which|what|list|show|find|name)\b[^?.]{0,25}?\b(decisions?|adrs?)\b", re.IGNORECASE),
+     (NodeKind.DECISION,)),
+    (re.compile(r"\b(which|what|list|show|find|name)\b[^?.]{0,25}?\b(incidents?|outages?|postmortems?)\b", re.IGNORECASE),
+     (NodeKind.INCIDENT,)),
+    (re.compile(r"\b(which|what|list|show|find|name)\b[^?.]{0,25}?\b(files?|modules?)\b", re.IGNORECASE),
+     (NodeKind.FILE, NodeKind.SYMBOL)),
+    (re.compile(r"\b(which|what|list|show|find|name|all)\b[^?.]{0,30}?\b(code|functions?|methods?|classes|class|"
+                r"endpoints?|handlers?|symbols?|callers?|callees?)\b", re.IGNORECASE), (NodeKind.SYMBOL, NodeKind.FILE)),
+    (re.compile(r"\bwho\b", re.IGNORECASE), (NodeKind.PERSON, NodeKind.TEAM)),
+    (re.compile(r"\b(which|what)\b[^?.]{0,20}?\b(people|persons?|engineers?|developers?|authors?)\b", re.IGNORECASE),
+     (NodeKind.PERSON,)),
+]
+
+# Words that name relationships, and the types they mean.
+_REL_WORDS: list[tuple[re.Pattern[str], tuple[RelType, ...]]] = [
+    (re.compile(r"\bcall(s|ed|ing|ers?)?\b|\binvok", re.IGNORECASE), (RelType.CALLS,)),
+    (re.compile(r"\bdepend|\bdependen|\buses?\b|\bconsum", re.IGNORECASE), (RelType.DEPENDS_ON, RelType.IMPORTS)),
+    (re.compile(r"\bimport", re.IGNORECASE), (RelType.IMPORTS,)),
+    (re.compile(r"\bown(s|ed|er|ers|ership)?\b|\bresponsible\b|\bmaintain", re.IGNORECASE), (RelType.OWNS,)),
+    (re.compile(r"\bmembers?\b|\bworks? (on|in)\b|\bteam\b", re.IGNORECASE), (RelType.MEMBER_OF,)),
+    (re.compile(r"\bchang|\bmodif|\btouch|\bedit|\bimplement", re.IGNORECASE),
+     (RelType.MODIFIED, RelType.CHANGED, RelType.IMPLEMENTS, RelType.REFERENCES)),
+    (re.compile(r"\bwrote\b|\bauthor|\bcommitted\b|\blast changed\b", re.IGNORECASE), (RelType.AUTHORED,)),
+    (re.compile(r"\bcaus|\btrigger|\bintroduc|\broot cause", re.IGNORECASE), (RelType.CAUSED_BY,)),
+    (re.compile(r"\bfix|\bresolv|\bmitigat", re.IGNORECASE), (RelType.RESOLVED_BY, RelType.FIXES, RelType.AUTHORED)),
+    (re.compile(r"\bdecid|\bdecision|\badr\b", re.IGNORECASE), (RelType.DECIDED, RelType.IMPLEMENTS, RelType.REFERENCES)),
+    (re.compile(r"\bsupersed|\breplac|\bin force\b|\bobsolete", re.IGNORECASE), (RelType.SUPERSEDES,)),
+    (re.compile(r"\bfail|\bbroke|\bhit\b|\baffect|\boutage", re.IGNORECASE), (RelType.AFFECTED, RelType.CAUSED_BY)),
+    (re.compile(r"\bmention|\brefer", re.IGNORECASE), (RelType.MENTIONS, RelType.REFERENCES)),
+    (re.compile(r"\binherit|\bextend|\bsubclass|\bimplements? the interface", re.IGNORECASE), (RelType.INHERITS,)),
+]
+
+# Kind words whose mention (without an identifier) makes every node of that kind a candidate seed.
+_KIND_WORDS: list[tuple[re.Pattern[str], NodeKind]] = [
+    (re.compile(r"\bincidents?\b|\boutages?\b", re.IGNORECASE), NodeKind.INCIDENT),
+    (re.compile(r"\bdecisions?\b|\badrs?\b", re.IGNORECASE), NodeKind.DECISION),
+]
+
+ADR_RE = re.compile(r"\bADR[-_ ]?0*(\d{1,5})\b", re.IGNORECASE)
+INCIDENT_RE = re.compile(r"\bINC[-_ ]?0*(\d{1,6})\b", re.IGNORECASE)
+TICKET_RE = re.compile(r"\b([A-Z][A-Z0-9]{1,9})-(\d{1,6})\b")
+SHA_RE = re.compile(r"\b[0-9a-f]{7,40}\b")
+
+_MONTHS = {name.lower(): i for i, name in enumerate(calendar.month_name) if name}
+_MONTHS.update({name.lower(): i for i, name in enumerate(calendar.month_abbr) if name})
+_UNITS = {"day": 1, "week": 7, "month": 30, "quarter": 91, "year": 365}
+_LAST_N = re.compile(r"\b(?:last|past|previous)\s+(\d+|two|three|four|five|six|few)?\s*(day|week|month|quarter|year)s?\b",
+                     re.IGNORECASE)
+_WORD_NUM = {"two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "few": 3}
+_MONTH_YEAR = r"(?:(?P<m>[A-Za-z]{3,9})\s+)?(?P<y>(?:19|20)\d\d)"
+_BEFORE = re.compile(r"\b(?:before|prior to|until|up to)\s+" + _MONTH_YEAR, re.IGNORECASE)
+_AFTER = re.compile(r"\b(?:after|since|from)\s+" + _MONTH_YEAR, re.IGNORECASE)
+_IN = re.compile(r"\b(?:in|during)\s+" + _MONTH_YEAR, re.IGNORECASE)
+_AS_OF = re.compile(r"\b(?:as of|at the time of|when)\s+(INC[-_ ]?\d+|ADR[-_ ]?\d+)", re.IGNORECASE)
+_LATEST = re.compile(r"\b(latest|most recent|newest|last)\s+(incident|outage|commit|change|decision|adr)s?\b", re.IGNORECASE)
+_FIRST = re.compile(r"\b(first|earliest|oldest)\s+(incident|outage|commit|change|decision|adr)s?\b", re.IGNORECASE)
+_KIND_OF_WORD = {"incident": NodeKind.INCIDENT, "outage": NodeKind.INCIDENT, "commit": NodeKind.COMMIT,
+                 "change": NodeKind.COMMIT, "decision": NodeKind.DECISION, "adr": NodeKind.DECISION}
+
+
+@dataclass(slots=True)
+class TimeFilter:
+    """A date window (ISO strings, half-open ``[start, end)``), a pick of the newest or oldest node of a
+    kind, or a reference node whose date the question is asked "as of"."""
+
+    start: str | None = None
+    end: str | None = None
+    pick: str | None = None  # "latest" | "earliest"
+    pick_kind: NodeKind | None = None
+    as_of_ref: str | None = None  # e.g. "INC-042"
+    phrase: str = ""
+
+    @property
+    def active(self) -> bool:
+        return bool(self.start or self.end or self.pick or self.as_of_ref)
+
+    def admits(self, when: str | None) -> bool:
+        """Whether a node dated ``when`` lies in the window (undated nodes always do)."""
+        if when is None:
+            return True
+        if self.start and when < self.start:
+            return False
+        return not (self.end and when >= self.end)
+
+    def as_dict(self) -> dict[str, object]:
+        return {"start": self.start, "end": self.end, "pick": self.pick,
+                "pick_kind": self.pick_kind.value if self.pick_kind else None,
+                "as_of": self.as_of_ref, "phrase": self.phrase}
+
+
+@dataclass(slots=True)
+class Question:
+    """A question as graph retrieval reads it."""
+
+    text: str
+    answer_kinds: tuple[NodeKind, ...] = ()
+    rel_types: dict[RelType, float] = field(default_factory=dict)
+    kind_mentions: tuple[NodeKind, ...] = ()
+    adr_numbers: tuple[int, ...] = ()
+    incident_numbers: tuple[int, ...] = ()
+    tickets: tuple[str, ...] = ()
+    shas: tuple[str, ...] = ()
+    time: TimeFilter = field(default_factory=TimeFilter)
+
+    def as_dict(self) -> dict[str, object]:
+        return {"answer_kinds": [k.value for k in self.answer_kinds],
+                "relationships": {t.value: w for t, w in self.rel_types.items()},
+                "kind_mentions": [k.value for k in self.kind_mentions],
+                "adrs": list(self.adr_numbers), "incidents": list(self.incident_numbers),
+                "tickets": list(self.tickets), "shas": list(self.shas), "time": self.time.as_dict()}
+
+
+def _iso(d: datetime) -> str:
+    return d.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _month_year(month: str | None, year: str) -> tuple[datetime, datetime] | None:
+    """The span of ``[month] year`` as (start, end)."""
+    y = int(year)
+    if month:
+        m = _MONTHS.get(month.lower())
+        if m is None:
+            return None
+        start = datetime(y, m, 1, tzinfo=timezone.utc)
+        end = datetime(y + (m == 12), m % 12 + 1, 1, tzinfo=timezone.utc)
+        return start, end
+    return datetime(y, 1, 1, tzinfo=timezone.utc), datetime(y + 1, 1, 1, tzinfo=timezone.utc)
+
+
+def parse_time(text: str, now: datetime) -> TimeFilter:
+    """Read the time a question talks about, relative to ``now``."""
+    tf = TimeFilter()
+    if m := _AS_OF.search(text):
+        tf.as_of_ref, tf.phrase = m.group(1).upper().replace("_", "-").replace(" ", "-"), m.group(0)
+    if m := _LATEST.search(text):
+        tf.pick, tf.pick_kind, tf.phrase = "latest", _KIND_OF_WORD[m.group(2).lower()], m.group(0)
+    elif m := _FIRST.search(text):
+        tf.pick, tf.pick_kind, tf.phrase = "earliest", _KIND_OF_WORD[m.group(2).lower()], m.group(0)
+    if m := _LAST_N.search(text):
+        count_word = (m.group(1) or "1").lower()
+        count = _WORD_NUM.get(count_word) or int(count_word)
+        tf.start, tf.end, tf.phrase = _iso(now - timedelta(days=count * _UNITS[m.group(2).lower()])), None, m.group(0)
+    elif re.search(r"\byesterday\b", text, re.IGNORECASE):
+        tf.start, tf.phrase = _iso(now - timedelta(days=1)), "yesterday"
+    elif re.search(r"\bthis year\b", text, re.IGNORECASE):
+        tf.start, tf.phrase = _iso(datetime(now.year, 1, 1, tzinfo=timezone.utc)), "this year"
+    for pattern, side in ((_BEFORE, "end"), (_AFTER, "start"), (_IN, "in")):
+        m = pattern.search(text)
+        span = _month_year(m.group("m"), m.group("y")) if m else None
+        if m is None or span is None:
+            continue
+        if side == "end":
+            tf.end = _iso(span[0])
+        elif side == "start":
+            tf.start = _iso(span[1] if m.group(0).lower().startswith("after") else span[0])
+        else:
+            tf.start, tf.end = _iso(span[0]), _iso(span[1])
+        tf.phrase = m.group(0)
+    return tf
+
+
+def parse_question(text: str, now: datetime | None = None) -> Question:
+    """Read ``text`` (see the module docstring); ``now`` anchors "last month" and the like."""
+    now = now or datetime.now(timezone.utc)
+    q = Question(text=text)
+    found: list[tuple[int, tuple[NodeKind, ...]]] = []
+    for pattern, kinds in _ANSWER_PATTERNS:
+        if m := pattern.search(text):
+            found.append((m.start(2) if (m.lastindex or 0) >= 2 else m.start(), kinds))
+    # The kind word named first is the answer: "which team owns the service ..." asks for a team.
+    q.answer_kinds = min(found, key=lambda item: item[0])[1] if found else ()
+    for pattern, types in _REL_WORDS:
+        if pattern.search(text):
+            for t in types:
+                q.rel_types[t] = q.rel_types.get(t, 0.0) + 1.0
+    q.kind_mentions = tuple(kind for pattern, kind in _KIND_WORDS if pattern.search(text))
+    q.adr_numbers = tuple(dict.fromkeys(int(n) for n in ADR_RE.findall(text)))
+    q.incident_numbers = tuple(dict.fromkeys(int(n) for n in INCIDENT_RE.findall(text)))
+    q.tickets = tuple(dict.fromkeys(f"{p.upper()}-{n}" for p, n in TICKET_RE.findall(text)
+                                    if p.upper() not in ("ADR", "INC")))
+    q.shas = tuple(dict.fromkeys(s for s in SHA_RE.findall(text.lower()) if not s.isdigit()))
+    q.time = parse_time(text, now)
+    return q
