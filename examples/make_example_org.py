@@ -1751,8 +1751,10 @@ def build_facts(ctx: Context, steps: list[Step], files: dict[str, list[str]], no
     dependents = sorted(k for k, v in services.items() if set(v["depends_on"]) & recent_services)
     callers_of_failing = sorted(f"service:{s}" for s, d, _ in DEPENDENCIES
                                 if f"service:{d}" in incidents[latest]["services"])
+    # Code that changed because of ADR-5: what the commits implementing it changed, including every
+    # definition of the files they created (deleted code is closed in the graph, so not asked for).
     adr5_symbols = sorted({s for e in implementations.get("adr:5", []) for s in e["symbols"]}
-                          | {s for label in ("drop_sync_ledger",) for s in by_label[label].symbols})
+                          | {f"sym:{path}::{q}" for path, quals in CREATED_BY_ADR5.items() for q in quals})
     questions = [
         {"id": "org-1", "question": "Which services depend on a service that had an incident in the last month?",
          "gold": dependents, "hops": 3},
@@ -1789,6 +1791,13 @@ def build_facts(ctx: Context, steps: list[Step], files: dict[str, list[str]], no
         "commit_symbols": {commit(s.label): sorted(s.symbols) for s in steps if s.symbols},
         "questions": questions,
     }
+
+
+# Definitions in the files the ADR-5 commits create (PUBLISHER_PY, CONSUMER_GO).
+CREATED_BY_ADR5 = {
+    "libs/python/acme_events/publisher.py": ["EventPublisher", "EventPublisher.__init__", "EventPublisher.publish"],
+    "services/ledger/internal/consumer/consumer.go": ["Consumer", "NewConsumer", "Consumer.Handle", "Consumer.Run"],
+}
 
 
 def main(argv: list[str] | None = None) -> int:

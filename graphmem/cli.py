@@ -10,6 +10,7 @@ import json
 import logging
 import sys
 from collections.abc import Callable
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -18,7 +19,8 @@ import click
 from graphmem import __version__
 from graphmem.config import STORES, Settings
 from graphmem.errors import GraphmemError
-from graphmem.model import project_from_path
+from graphmem.model import NodeKind, project_from_path
+from graphmem.retrieval.fusion import DEFAULT_MODE, PRESETS
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -48,6 +50,11 @@ class Context:
         from graphmem.stores import open_store
 
         return open_store(self.settings, project or self.project())
+
+    def graphmem(self, project: str | None = None) -> Any:
+        from graphmem.api import Graphmem
+
+        return Graphmem(self.settings, project or self.project())
 
 
 pass_context = click.make_pass_decorator(Context)
@@ -79,10 +86,8 @@ def ingest(ctx: Context, path: Path, as_json: bool) -> None:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    from graphmem.ingest import ingest as run_ingest
-
     project = ctx.project(path)
-    store = ctx.store(project)
+    gm = ctx.graphmem(project)
     console = Console(stderr=True)
     try:
         with Progress(TextColumn("{task.description:<8}"), BarColumn(), MofNCompleteColumn(), console=console,
@@ -94,10 +99,10 @@ def ingest(ctx: Context, path: Path, as_json: bool) -> None:
                     tasks[stage] = bar.add_task(stage, total=total)
                 bar.update(tasks[stage], completed=done, total=total)
 
-            report = run_ingest(path, store, cache_dir=ctx.settings.home / "cache", progress=progress)
+            report = gm.ingest(path, progress=progress)
         ctx.remember(project)
     finally:
-        store.close()
+        gm.close()
     if as_json:
         click.echo(json.dumps(report.as_dict(), indent=2))
         return
@@ -112,6 +117,10 @@ def ingest(ctx: Context, path: Path, as_json: bool) -> None:
         click.echo(f"  relationships to nodes not in the graph (left out): {w.missing_endpoints}")
     if report.redactions:
         click.echo(f"  secrets redacted: {report.redactions}")
+    if report.index:
+        ix = report.index
+        click.echo(f"  indexes: {ix['added']} chunks added, {ix['updated']} updated, {ix['removed']} removed; "
+                   f"{ix['embedded']} embedded, {ix['from_cache']} vectors from cache")
     # Tool folders (.git, node_modules...) are skipped by design: counted, not listed.
     routine = [s for s in report.skipped if s.reason.startswith("excluded folder")]
     for item in report.skipped:
@@ -127,8 +136,9 @@ def ingest(ctx: Context, path: Path, as_json: bool) -> None:
 def status(ctx: Context, as_json: bool) -> None:
     """Show what the graph holds: nodes by kind, relationships by type, chunks, last commit."""
     project = ctx.project()
-    store = ctx.store(project)
+    gm = ctx.graphmem(project)
     try:
+        store = gm.store
         counts = store.counts()
         report: dict[str, Any] = {
             "project": project,
@@ -137,9 +147,10 @@ def status(ctx: Context, as_json: bool) -> None:
             "last_ingested_commit": store.get_meta("last_commit"),
             "last_ingested_at": store.get_meta("last_ingested_at"),
             "root": store.get_meta("root"),
+            "indexes": gm.check_indexes().as_dict(),
         }
     finally:
-        store.close()
+        gm.close()
     report["freshness"] = _freshness(report["root"], report["last_ingested_commit"])
     if as_json:
         click.echo(json.dumps(report, indent=2, sort_keys=True))
@@ -151,12 +162,111 @@ def status(ctx: Context, as_json: bool) -> None:
         click.echo(f"    {kind:<10} {n}")
     for typ, n in report["rels"].items():
         click.echo(f"    {typ:<12} {n}")
+    ix = report["indexes"]
+    click.echo(f"  indexes: {ix['vectors']} vectors, {ix['bm25']} BM25 documents for {ix['chunks']} chunks: "
+               + ("consistent" if ix["ok"] else f"INCONSISTENT ({_index_problems(ix)}); run `graphmem doctor --repair`"))
     click.echo(f"  last ingested commit: {report['last_ingested_commit'] or '-'}")
     fresh = report["freshness"]
     if fresh.get("head"):
         state = "up to date" if fresh["up_to_date"] else (
             "behind HEAD" if fresh["head"] != report["last_ingested_commit"] else "behind the working tree")
         click.echo(f"  repository {report['root']}: HEAD {fresh['head'][:12]}, graph {state}")
+
+
+def _index_problems(ix: dict[str, Any]) -> str:
+    if ix.get("error"):
+        return str(ix["error"])
+    parts = [f"{ix[name]} {name.replace('_', ' ')}" for name in
+             ("missing_vectors", "extra_vectors", "stale_vectors", "missing_bm25", "extra_bm25") if ix[name]]
+    return ", ".join(parts)
+
+
+@cli.command()
+@click.option("--repair", is_flag=True, help="Rebuild whatever in the indexes differs from the graph.")
+@json_option
+@pass_context
+def doctor(ctx: Context, repair: bool, as_json: bool) -> None:
+    """Check that the vector and BM25 indexes hold exactly the graph's chunks; --repair fixes them."""
+    gm = ctx.graphmem()
+    try:
+        result = gm.doctor(repair=repair)
+    finally:
+        gm.close()
+    if as_json:
+        click.echo(json.dumps(result, indent=2, sort_keys=True))
+    else:
+        ix = result["indexes"]
+        if ix["ok"]:
+            click.echo(f"indexes consistent: {ix['vectors']} vectors and {ix['bm25']} BM25 documents "
+                       f"for {ix['chunks']} chunks")
+        else:
+            click.echo(f"indexes inconsistent: {_index_problems(ix)}")
+            if result["repaired"]:
+                r = result["repaired"]
+                click.echo(f"repaired: {r['added']} added, {r['updated']} updated, {r['removed']} removed "
+                           f"({r['embedded']} embedded, {r['from_cache']} from cache); now "
+                           + ("consistent" if result["after"]["ok"] else _index_problems(result["after"])))
+    final = result.get("after") or result["indexes"]
+    if not final["ok"]:
+        raise GraphmemError("the indexes could not be repaired" if repair
+                            else "the indexes differ from the graph: run `graphmem doctor --repair`")
+
+
+@cli.command()
+@click.argument("text")
+@click.option("--mode", type=click.Choice(list(PRESETS)), default=DEFAULT_MODE, show_default=True,
+              help="Retrievers and fusion preset.")
+@click.option("-k", "k", type=click.IntRange(1, 1000), default=10, show_default=True, help="Results to return.")
+@click.option("--kind", "kinds", multiple=True, type=click.Choice([k.value for k in NodeKind]),
+              help="Only results of this node kind (repeatable).")
+@click.option("--path", "path_prefix", default=None, help="Only results from source paths with this prefix.")
+@click.option("--now", default=None, help="Reference date for 'last month' and the like (YYYY-MM-DD).")
+@json_option
+@pass_context
+def query(ctx: Context, text: str, mode: str, k: int, kinds: tuple[str, ...], path_prefix: str | None,
+          now: str | None, as_json: bool) -> None:
+    """Answer a question with ranked nodes, their passages and the graph paths behind them."""
+    gm = ctx.graphmem()
+    try:
+        answer = gm.query(text, mode=mode, k=k, kinds=list(kinds) or None, path_prefix=path_prefix,
+                          now=_parse_date(now))
+    finally:
+        gm.close()
+    if as_json:
+        click.echo(json.dumps(answer.as_dict(), indent=2))
+        return
+    if not answer.results:
+        click.echo("no results")
+    for hit in answer.results:
+        src = hit.source
+        where = src["path"] or ""
+        if src.get("start_line"):
+            where += f":{src['start_line']}-{src['end_line']}"
+        ranks = " ".join(f"{name}#{rank}" for name, rank in hit.retrievers.items() if rank)
+        click.echo(f"{hit.rank:>2}. {hit.key}  [{hit.kind}]  score {hit.score:.4f}  ({ranks or 'fused'})")
+        if hit.name and hit.name not in hit.key:
+            click.echo(f"    {hit.name}")
+        if where:
+            click.echo(f"    source: {where}")
+        for path in hit.evidence[:2]:
+            click.echo(f"    path: {path['text']}")
+        first = hit.text.strip().splitlines()[0] if hit.text.strip() else ""
+        if first:
+            click.echo(f"    {first[:150]}")
+    for note in answer.notes:
+        click.echo(f"note: {note}", err=True)
+    t = answer.timings_ms
+    click.echo("timings (ms): " + ", ".join(f"{name} {t[name]:.1f}" for name in t), err=True)
+
+
+def _parse_date(value: str | None) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        day = datetime.fromisoformat(value)
+    except ValueError:
+        raise GraphmemError(f"--now must be a date such as 2026-06-01, not {value!r}") from None
+    return day if day.tzinfo else day.replace(tzinfo=timezone.utc)
 
 
 def _freshness(root: str | None, last_commit: str | None) -> dict[str, Any]:

@@ -57,6 +57,7 @@ class IngestReport:
     written: WriteSummary = field(default_factory=WriteSummary)
     head: str | None = None
     seconds: float = 0.0
+    index: dict[str, object] | None = None  # what the index sync after the ingest did
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -65,6 +66,7 @@ class IngestReport:
             "redactions": self.redactions, "head": self.head, "seconds": round(self.seconds, 2),
             "written": {k: getattr(self.written, k) for k in self.written.__slots__},  # type: ignore[attr-defined]
             "skipped": [{"path": s.path, "reason": s.reason} for s in self.skipped],
+            "index": self.index,
         }
 
 

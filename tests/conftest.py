@@ -5,7 +5,10 @@ Under CI=true a missing Neo4j fails the tests that need it; elsewhere they are s
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -14,6 +17,8 @@ from typing import Any
 import pytest
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+REPO = Path(__file__).resolve().parents[1]
+NOW = "2026-06-01"  # the example organisation's reference date in tests
 
 
 def require(condition: bool, reason: str) -> None:
@@ -74,3 +79,12 @@ def embedded_store_factory(tmp_path: Path) -> Callable[[str], Any]:
     from graphmem.stores.embedded import EmbeddedStore
 
     return lambda project: EmbeddedStore(tmp_path / "home", project)
+
+
+@pytest.fixture(scope="session")
+def example_org(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    """The example organisation (``examples/make_example_org.py --now NOW``): repository and facts."""
+    out = tmp_path_factory.mktemp("example")
+    subprocess.run([sys.executable, str(REPO / "examples" / "make_example_org.py"), str(out), "--now", NOW],
+                   check=True, capture_output=True)
+    return out / "acme", json.loads((out / "facts.json").read_text())

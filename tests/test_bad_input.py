@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from graphmem.ingest import ingest
-from tests.test_ingest import example_org  # noqa: F401 - the session fixture
 
 
 def plant_broken_inputs(repo: Path) -> dict[str, str]:
@@ -35,7 +34,7 @@ def plant_broken_inputs(repo: Path) -> dict[str, str]:
 
 @pytest.mark.parametrize("backend", ["embedded", "neo4j"])
 def test_broken_inputs_are_skipped_with_reasons(
-    backend: str, request: pytest.FixtureRequest, example_org: tuple, tmp_path: Path  # noqa: F811
+    backend: str, request: pytest.FixtureRequest, example_org: tuple, tmp_path: Path
 ) -> None:
     factory = request.getfixturevalue(f"{backend}_store_factory")
     repo = tmp_path / "acme"

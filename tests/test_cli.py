@@ -10,8 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_ingest import example_org  # noqa: F401 - the session fixture
-
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -20,7 +18,7 @@ def graphmem(*args: str, env: dict[str, str] | None = None, cwd: Path | None = N
                           env={**os.environ, **(env or {})}, cwd=cwd or REPO, timeout=300)
 
 
-def test_ingest_then_status_on_the_embedded_store(tmp_path: Path, example_org: tuple) -> None:  # noqa: F811
+def test_ingest_then_status_on_the_embedded_store(tmp_path: Path, example_org: tuple) -> None:
     home = tmp_path / "home"
     out = graphmem("--home", str(home), "ingest", str(example_org[0]))
     assert out.returncode == 0, out.stderr
@@ -34,7 +32,7 @@ def test_ingest_then_status_on_the_embedded_store(tmp_path: Path, example_org: t
     assert json.loads(again.stdout)["changed"] == 0
 
 
-def test_status_says_when_the_graph_is_behind_the_repository(tmp_path: Path, example_org: tuple) -> None:  # noqa: F811
+def test_status_says_when_the_graph_is_behind_the_repository(tmp_path: Path, example_org: tuple) -> None:
     import shutil
 
     repo = tmp_path / "acme"

@@ -10,8 +10,6 @@ import sys
 import time
 from pathlib import Path
 
-from tests.test_ingest import example_org  # noqa: F401 - the session fixture
-
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -25,7 +23,7 @@ def graphmem(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     return run(sys.executable, "-m", "graphmem.cli", *args, cwd=cwd, env={"PYTHONPATH": str(REPO)})
 
 
-def test_hooks_update_the_graph_after_a_commit(tmp_path: Path, example_org: tuple) -> None:  # noqa: F811
+def test_hooks_update_the_graph_after_a_commit(tmp_path: Path, example_org: tuple) -> None:
     repo = tmp_path / "acme"
     shutil.copytree(example_org[0], repo, symlinks=True)
     home = tmp_path / "home"

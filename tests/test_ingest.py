@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,17 +14,6 @@ import pytest
 from graphmem.ingest import ingest
 from graphmem.model import RelType
 from graphmem.stores.base import GraphStore
-
-REPO = Path(__file__).resolve().parents[1]
-NOW = "2026-06-01"
-
-
-@pytest.fixture(scope="session")
-def example_org(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
-    out = tmp_path_factory.mktemp("example")
-    subprocess.run([sys.executable, str(REPO / "examples" / "make_example_org.py"), str(out), "--now", NOW],
-                   check=True, capture_output=True)
-    return out / "acme", json.loads((out / "facts.json").read_text())
 
 
 def git(repo: Path, *args: str) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 import time
+import zipfile
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -147,16 +148,18 @@ class Indexes:
     @property
     def embedder(self) -> Embedder:
         if self._embedder is None:
-            source = self._embedder_source
-            if source is None:
-                from graphmem.retrieval.embed import load_embedder
-
-                self._embedder = load_embedder()
-            elif callable(source) and not hasattr(source, "encode"):
-                self._embedder = source()
-            else:
-                self._embedder = source  # type: ignore[assignment]
+            self._embedder = self._make_embedder()
         return self._embedder
+
+    def _make_embedder(self) -> Embedder:
+        source = self._embedder_source
+        if source is None:
+            from graphmem.retrieval.embed import load_embedder
+
+            return load_embedder()
+        if callable(source) and not hasattr(source, "encode"):
+            return source()
+        return source  # type: ignore[return-value]
 
     @property
     def bm25(self) -> BM25Index:
@@ -172,16 +175,17 @@ class Indexes:
                                              hnsw_threshold=self.hnsw_threshold)
         return self._vectors
 
-    def saved_vector_ids(self) -> dict[int, int]:
-        """Chunk id -> digest as saved, read without loading the embedder."""
-        if self._vectors is not None:
+    def saved_vector_ids(self, *, from_disk: bool = False) -> dict[int, int]:
+        """Chunk id -> digest of what the vector index holds (as saved with ``from_disk``), read
+        without loading the embedder."""
+        if self._vectors is not None and not from_disk:
             return self._vectors.digests()
         if not self.vectors_path.exists():
             return {}
         try:
             with np.load(self.vectors_path, allow_pickle=False) as data:
                 return dict(zip(data["ids"].tolist(), data["digests"].tolist()))
-        except (OSError, ValueError, KeyError) as exc:
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
             raise StoreError(f"vector index {self.vectors_path} is damaged ({exc})") from exc
 
     def reload(self) -> None:
@@ -266,7 +270,7 @@ class Indexes:
         digests = {c.id: text_digest(document_text(c)) for c in store.iter_chunks()}
         result.chunks = len(digests)
         try:
-            indexed = self.saved_vector_ids()
+            indexed = self.saved_vector_ids(from_disk=True)
             bm25_ids = BM25Index.load(self.bm25_path).ids()
         except StoreError as exc:
             result.error = str(exc)

@@ -1,0 +1,151 @@
+"""The Python API: one object per project that ingests, keeps the indexes in step and answers.
+
+    from graphmem import Graphmem
+
+    with Graphmem.open(project="acme", home=".graphmem") as gm:
+        gm.ingest("path/to/repo")
+        answer = gm.query("Which commit caused INC-042?", mode="hybrid", k=5)
+        for hit in answer.results:
+            print(hit.rank, hit.key, hit.evidence)
+
+The command line, the MCP server and the evaluation harness all go through this class.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from graphmem.config import Settings
+from graphmem.model import check_project
+from graphmem.retrieval.fusion import DEFAULT_MODE
+
+if TYPE_CHECKING:
+    from graphmem.ingest import IngestReport, Progress
+    from graphmem.retrieval.embed import Embedder
+    from graphmem.retrieval.engine import Answer, Reranker, Retriever
+    from graphmem.retrieval.indexes import Consistency, Indexes, SyncReport
+    from graphmem.stores.base import GraphStore
+
+
+def index_dir(settings: Settings, project: str) -> Path:
+    """Where a project's BM25 and vector indexes live: beside the embedded graph, or under
+    ``<home>/neo4j/<project>`` for a Neo4j project."""
+    base = settings.home if settings.store == "embedded" else settings.home / settings.store
+    return base / project / "index"
+
+
+class Graphmem:
+    """One project's graph, indexes and retrieval."""
+
+    def __init__(self, settings: Settings, project: str, *, store: GraphStore | None = None,
+                 embedder: Embedder | None = None, reranker: Reranker | None | str = "auto",
+                 now: datetime | None = None) -> None:
+        self.settings = settings
+        self.project = check_project(project)
+        self._store = store
+        self._embedder = embedder
+        self._reranker = reranker
+        self._indexes: Indexes | None = None
+        self._retriever: Retriever | None = None
+        self.now = now
+
+    @classmethod
+    def open(cls, project: str, *, store: str | None = None, home: str | Path | None = None,
+             **kwargs: Any) -> Graphmem:
+        """Settings from the arguments, then ``GRAPHMEM_*`` / ``NEO4J_*`` variables, then defaults."""
+        return cls(Settings.from_env(store=store, home=home, project=project), project, **kwargs)
+
+    def __enter__(self) -> Graphmem:  # noqa: PYI034 - no subclasses; Self needs Python 3.11
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- parts ----------------------------------------------------------------------------------
+
+    @property
+    def store(self) -> GraphStore:
+        if self._store is None:
+            from graphmem.stores import open_store
+
+            self._store = open_store(self.settings, self.project)
+        return self._store
+
+    @property
+    def cache_dir(self) -> Path:
+        return self.settings.home / "cache"
+
+    @property
+    def indexes(self) -> Indexes:
+        if self._indexes is None:
+            from graphmem.retrieval.indexes import Indexes
+
+            self._indexes = Indexes(index_dir(self.settings, self.project), embedder=self._embedder,
+                                    cache_dir=self.cache_dir)
+        return self._indexes
+
+    @property
+    def reranker(self) -> Reranker | None:
+        if self._reranker == "auto":
+            self._reranker = _load_reranker(self.settings.home, self.project)
+        return self._reranker  # type: ignore[return-value]
+
+    @property
+    def retriever(self) -> Retriever:
+        if self._retriever is None:
+            from graphmem.retrieval.engine import Retriever
+
+            self._retriever = Retriever(self.store, self.indexes, reranker=self.reranker, now=self.now)
+        return self._retriever
+
+    # --- work -----------------------------------------------------------------------------------
+
+    def ingest(self, path: str | Path, *, progress: Progress | None = None, index: bool = True) -> IngestReport:
+        """Bring the graph up to date with ``path``, then the indexes with the graph."""
+        from graphmem.ingest import ingest
+
+        report = ingest(path, self.store, cache_dir=self.cache_dir, progress=progress)
+        if index:
+            report.index = self.sync_indexes(progress=progress).as_dict()
+        return report
+
+    def sync_indexes(self, *, progress: Progress | None = None, full: bool = False) -> SyncReport:
+        """Apply the graph's chunk changes to the BM25 and vector indexes."""
+        return self.indexes.sync(self.store, progress=progress, full=full)
+
+    def query(self, text: str, *, mode: str = DEFAULT_MODE, k: int = 10, kinds: list[str] | None = None,
+              path_prefix: str | None = None, now: datetime | None = None) -> Answer:
+        """Answer a question (see :class:`graphmem.retrieval.engine.Retriever`)."""
+        return self.retriever.query(text, mode=mode, k=k, kinds=kinds, path_prefix=path_prefix, now=now)
+
+    def check_indexes(self) -> Consistency:
+        """Whether the indexes hold exactly the graph's chunks, with the text they have now."""
+        return self.indexes.verify(self.store)
+
+    def doctor(self, *, repair: bool = False) -> dict[str, Any]:
+        """Check the indexes against the graph; with ``repair``, rebuild what differs."""
+        before = self.check_indexes()
+        out: dict[str, Any] = {"indexes": before.as_dict(), "repaired": None}
+        if repair and not before.ok:
+            self.indexes.reload()
+            report = self.indexes.sync(self.store, full=before.error is not None)
+            out["repaired"] = report.as_dict()
+            out["after"] = self.check_indexes().as_dict()
+        return out
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+        self._retriever = None
+
+
+def _load_reranker(home: Path, project: str) -> Reranker | None:
+    """The project's trained reranker (or ``GRAPHMEM_RERANKER``), if there is one."""
+    try:
+        from graphmem.retrieval.rerank import load_reranker
+    except ImportError:
+        return None
+    return load_reranker(home, project)

@@ -1,0 +1,333 @@
+"""Retrieval: the FAISS mirror, index sync, question reading, fusion and the engine end to end."""
+
+from __future__ import annotations
+
+import os
+import zipfile
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from graphmem.api import Graphmem
+from graphmem.config import Settings
+from graphmem.errors import ConfigError, StoreError
+from graphmem.model import Chunk, Node, Provenance, key_contains
+from graphmem.retrieval.fusion import PRESETS, reciprocal_rank_fusion
+from graphmem.retrieval.indexes import Indexes
+from graphmem.retrieval.question import parse_question
+from graphmem.retrieval.vectors import VectorIndex
+from graphmem.stores.embedded import EmbeddedStore
+from tests.conftest import NOW
+
+REF = datetime.fromisoformat(NOW).replace(tzinfo=timezone.utc)
+DONE_WHEN = ("org-1", "org-2", "org-3")  # the three questions issue-level acceptance names
+
+
+def unit(rows: int, dim: int = 16, seed: int = 0) -> np.ndarray:
+    vecs = np.random.default_rng(seed).normal(size=(rows, dim)).astype(np.float32)
+    return vecs / np.linalg.norm(vecs, axis=1, keepdims=True)
+
+
+# --- the vector index -------------------------------------------------------------------------------
+
+
+def test_exact_search_matches_brute_force_and_follows_replacements() -> None:
+    vecs = unit(200)
+    ids = list(range(1000, 1200))
+    index = VectorIndex(16)
+    index.add(ids, vecs)
+    query = unit(1, seed=9)[0]
+    expected = [ids[i] for i in np.argsort(-(vecs @ query))[:10]]
+    assert [cid for cid, _ in index.search(query, 10)] == expected
+    # replacing a vector moves its id; removing one drops it
+    index.add([expected[0]], -query[None, :])
+    index.remove([expected[1]])
+    got = [cid for cid, _ in index.search(query, 10)]
+    assert expected[0] not in got and expected[1] not in got and got[:8] == expected[2:10]
+    assert len(index) == 199 and index.search(-query, 1)[0][0] == expected[0]
+
+
+def test_hnsw_above_the_threshold_finds_neighbours_and_respects_removals() -> None:
+    vecs = unit(600, seed=1)
+    ids = np.arange(1, 601)
+    index = VectorIndex(16, hnsw_threshold=100)
+    index.add(ids.tolist(), vecs)
+    assert index.kind == "hnsw"
+    hits = 0
+    for i in range(0, 600, 30):
+        hits += index.search(vecs[i], 1)[0][0] == ids[i]
+    assert hits >= 19  # HNSW is approximate, but a stored vector finds itself
+    index.remove([int(ids[0])])
+    assert all(cid != ids[0] for cid, _ in index.search(vecs[0], 20))
+    index.add([int(ids[0])], vecs[0][None, :])  # re-added after removal: found again
+    assert index.search(vecs[0], 1)[0][0] == ids[0]
+
+
+def test_save_is_atomic_and_damage_is_reported(tmp_path: Path) -> None:
+    path = tmp_path / "vectors.npz"
+    index = VectorIndex(16, model="m1")
+    index.add([5, 6, 7], unit(3), [50, 60, 70])
+    index.save(path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["vectors.npz"]  # no temporary file left
+    loaded = VectorIndex.load(path, dim=16, model="m1")
+    assert loaded.digests() == {5: 50, 6: 60, 7: 70}
+    np.testing.assert_array_equal(loaded.vector(6), index.vector(6))
+    assert len(VectorIndex.load(path, dim=16, model="another-model")) == 0  # vectors of another model are dropped
+    hnsw = VectorIndex(16, hnsw_threshold=2)
+    hnsw.add([1, 2, 3, 4], unit(4, seed=3))
+    hnsw.remove([2])
+    hnsw.save(tmp_path / "hnsw.npz")
+    again = VectorIndex.load(tmp_path / "hnsw.npz", dim=16, hnsw_threshold=2)
+    assert again.ids() == {1, 3, 4} and all(cid != 2 for cid, _ in again.search(unit(4, seed=3)[1], 3))
+    path.write_bytes(b"PK\x03\x04 not really a zip")
+    with pytest.raises(StoreError, match="damaged"):
+        VectorIndex.load(path, dim=16)
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("format.npy", b"junk")
+    with pytest.raises(StoreError):
+        VectorIndex.load(path, dim=16)
+
+
+# --- fusion and question reading --------------------------------------------------------------------
+
+
+def test_reciprocal_rank_fusion_sums_weighted_reciprocal_ranks() -> None:
+    fused = dict(reciprocal_rank_fusion({"a": ["x", "y"], "b": ["y", "z"]}, {"a": 1.0, "b": 2.0}, k=10))
+    assert fused["x"] == pytest.approx(1 / 11)
+    assert fused["y"] == pytest.approx(1 / 12 + 2 / 11)
+    assert fused["z"] == pytest.approx(2 / 12)
+    assert list(dict(reciprocal_rank_fusion({"a": ["x", "y"]}, {"a": 0.0}))) == []
+    # by score: a large gap between first and second survives
+    by_score = dict(reciprocal_rank_fusion({"g": ["p", "q"]}, {"g": 1.0}, k=10, by_score={"g": {"p": 1.0, "q": 0.1}}))
+    assert by_score["p"] == pytest.approx(1 / 11) and by_score["q"] == pytest.approx(0.1 / 11)
+    assert set(PRESETS) == {"bm25", "vector", "graph", "hybrid", "hybrid-rerank"}
+
+
+def test_rrf_constant_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from graphmem.retrieval.fusion import rrf_k
+
+    monkeypatch.setenv("GRAPHMEM_RRF_K", "20")
+    assert rrf_k() == 20.0
+    monkeypatch.setenv("GRAPHMEM_RRF_K", "many")
+    with pytest.raises(ConfigError):
+        rrf_k()
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("incidents in the last month", {"start": "2026-05-02T00:00:00.000000Z", "end": None}),
+    ("commits in the past 2 weeks", {"start": "2026-05-18T00:00:00.000000Z"}),
+    ("decisions before March 2025", {"start": None, "end": "2025-03-01T00:00:00.000000Z"}),
+    ("what changed in 2025", {"start": "2025-01-01T00:00:00.000000Z", "end": "2026-01-01T00:00:00.000000Z"}),
+    ("incidents after May 2026", {"start": "2026-06-01T00:00:00.000000Z"}),
+    ("what was in force as of INC-42", {"as_of": "INC-42"}),
+    ("who fixed the latest incident", {"pick": "latest", "pick_kind": "incident"}),
+    ("the first commit", {"pick": "earliest", "pick_kind": "commit"}),
+])
+def test_time_expressions(text: str, expected: dict[str, Any]) -> None:
+    got = parse_question(text, REF).time.as_dict()
+    assert {k: got[k] for k in expected} == expected
+
+
+def test_question_reading_finds_answer_kind_relations_and_ids() -> None:
+    q = parse_question("Which team owns the service that calls the endpoint that failed in INC-0042 and ADR-5?", REF)
+    assert [k.value for k in q.answer_kinds] == ["team"]
+    assert {"OWNS", "CALLS", "AFFECTED"} <= {t.value for t in q.rel_types}
+    assert q.incident_numbers == (42,) and q.adr_numbers == (5,)
+    assert parse_question("Who fixed it?", REF).answer_kinds[0].value == "person"
+
+
+# --- indexes kept in step with the graph ------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def embedder() -> Any:
+    from graphmem.retrieval.embed import load_embedder
+
+    return load_embedder()
+
+
+WORDS = ["ledger", "invoice", "refund", "retry", "kafka", "timeout", "tax", "payment", "outbox", "idempotent"]
+ops = st.lists(st.tuples(st.sampled_from(["add", "edit", "delete"]), st.integers(0, 7), st.integers(0, 9)),
+               min_size=1, max_size=12)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=ops)
+def test_random_adds_edits_and_deletes_keep_faiss_bm25_and_graph_in_step(
+        steps: list[tuple[str, int, int]], embedder: Any, tmp_path_factory: pytest.TempPathFactory) -> None:
+    home = tmp_path_factory.mktemp("prop")
+    store = EmbeddedStore(home, "prop")
+    indexes = Indexes(home / "index", embedder=embedder, cache_dir=home / "cache")
+    texts: dict[int, str] = {}
+    try:
+        for n, (op, slot, word) in enumerate(steps):
+            path = f"src/f{slot}.py"
+            key = f"sym:{path}::fn{slot}"
+            prov = Provenance(path, "test")
+            if op == "delete":
+                store.close_sources([path])
+                texts.pop(slot, None)
+            else:
+                text = f"def fn{slot}(): handles {WORDS[word]} case {n}"
+                store.upsert([Node(key, f"fn{slot}", prov)], [], [Chunk(key, 0, text, "code", prov)])
+                texts[slot] = text
+            if n % 3 == 2:  # sync at random moments, not only at the end
+                indexes.sync(store)
+        indexes.sync(store)
+        graph_ids = store.chunk_ids()
+        assert indexes.vectors.ids() == graph_ids == indexes.bm25.ids()
+        assert indexes.verify(store).ok
+        reloaded = Indexes(home / "index", embedder=embedder, cache_dir=home / "cache")
+        assert reloaded.vectors.ids() == graph_ids == reloaded.bm25.ids()
+        for slot, text in texts.items():  # the index holds the current text, not an older one
+            top = reloaded.bm25.search(text, 1)[0][0]
+            assert store.get_chunks_by_id([top])[top].text == text
+    finally:
+        store.close()
+
+
+def test_unchanged_text_is_never_embedded_twice(embedder: Any, tmp_path: Path) -> None:
+    store = EmbeddedStore(tmp_path, "cache")
+    prov = Provenance("a.py", "test")
+    store.upsert([Node("sym:a.py::f", "f", prov)], [], [Chunk("sym:a.py::f", i, f"text {i}", "code", prov)
+                                                         for i in range(5)])
+    first = Indexes(tmp_path / "i1", embedder=embedder, cache_dir=tmp_path / "cache").sync(store)
+    assert (first.embedded, first.from_cache) == (5, 0)
+    again = Indexes(tmp_path / "i1", embedder=embedder, cache_dir=tmp_path / "cache").sync(store)
+    assert again.embedded == 0 and again.added == 0  # nothing changed: nothing to do
+    fresh = Indexes(tmp_path / "i2", embedder=embedder, cache_dir=tmp_path / "cache").sync(store)
+    assert (fresh.embedded, fresh.from_cache, fresh.added) == (0, 5, 5)
+    store.close()
+
+
+# --- the engine on the example organisation, on both stores ----------------------------------------
+
+
+@pytest.fixture(params=["embedded", "neo4j"], scope="module")
+def answered(request: pytest.FixtureRequest, example_org: tuple[Path, dict], embedder: Any,
+             tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Graphmem, dict]]:
+    repo, facts = example_org
+    home = tmp_path_factory.mktemp(f"engine-{request.param}")
+    store = None
+    if request.param == "neo4j":
+        store = request.getfixturevalue("neo4j_module_store")
+    gm = Graphmem(Settings(store=request.param, home=home), "acme", store=store, embedder=embedder, reranker=None,
+                  now=REF)
+    gm.ingest(repo)
+    yield gm, facts
+    if request.param == "embedded":
+        gm.close()
+
+
+@pytest.fixture(scope="module")
+def neo4j_module_store(neo4j_schema: Any) -> Iterator[Any]:
+    import uuid
+
+    from graphmem.stores.neo4j import Neo4jStore
+
+    store = Neo4jStore(neo4j_schema, f"acme-{uuid.uuid4().hex[:8]}", database=os.environ.get("NEO4J_DATABASE"))
+    yield store
+    store.drop_project()
+
+
+def found_at(keys: list[str], gold: str) -> int | None:
+    for rank, key in enumerate(keys, start=1):
+        if key_contains(gold, key) or key == gold:
+            return rank
+    return None
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "hybrid-rerank"])
+def test_the_example_questions_find_their_answers_with_paths(answered: tuple[Graphmem, dict], mode: str) -> None:
+    gm, facts = answered
+    questions = {q["id"]: q for q in facts["questions"]}
+    for qid in DONE_WHEN:
+        q = questions[qid]
+        answer = gm.query(q["question"], mode=mode, k=5)
+        keys = answer.keys
+        wanted = min(5, len(q["gold"]))
+        found = [g for g in q["gold"] if found_at(keys, g)]
+        assert len(found) >= wanted, (qid, keys, q["gold"])
+        for hit in answer.results:
+            if hit.key in q["gold"]:
+                assert hit.evidence, f"{qid}: {hit.key} came without a path"
+                path = hit.evidence[0]
+                assert path["nodes"][-1] == hit.key
+                # every step of the path is a relationship the graph holds
+                for step in path["rels"]:
+                    rels = gm.store.get_relationships([step["src"]])
+                    assert any(r.src == step["src"] and r.type.value == step["type"] and r.dst == step["dst"]
+                               for r in rels), step
+
+
+def test_hybrid_beats_each_single_retriever_on_the_example_questions(answered: tuple[Graphmem, dict]) -> None:
+    gm, facts = answered
+
+    def recall(mode: str) -> float:
+        total = 0.0
+        for q in facts["questions"]:
+            keys = gm.query(q["question"], mode=mode, k=5).keys
+            total += sum(1 for g in q["gold"] if found_at(keys, g)) / min(5, len(q["gold"]))
+        return total / len(facts["questions"])
+
+    scores = {mode: recall(mode) for mode in ("bm25", "vector", "graph", "hybrid")}
+    assert scores["hybrid"] >= 0.8, scores
+    assert scores["hybrid"] > max(scores["bm25"], scores["vector"]), scores
+
+
+def test_answers_carry_sources_provenance_and_timings(answered: tuple[Graphmem, dict]) -> None:
+    gm, _ = answered
+    answer = gm.query("Which commit caused INC-042?", mode="hybrid", k=5)
+    data = answer.as_dict()
+    assert set(data) >= {"query", "mode", "results", "timings_ms"}
+    assert set(data["timings_ms"]) >= {"bm25", "vector", "graph", "fusion", "rerank", "total"}
+    assert len({r["key"] for r in data["results"]}) == len(data["results"]) == 5  # distinct keys
+    for r in data["results"]:
+        assert set(r) >= {"rank", "key", "kind", "score", "text", "source", "evidence", "retrievers"}
+        assert set(r["source"]) == {"path", "start_line", "end_line", "commit"} and r["source"]["path"]
+        assert r["provenance"]["extractor"] and r["text"]
+        assert set(r["retrievers"]) == {"bm25", "vector", "graph"}
+    assert data["results"][0]["kind"] == "commit"
+    filtered = gm.query("billing invoices", mode="hybrid", k=5, kinds=["file"], path_prefix="services/billing/")
+    assert filtered.results and all(h.kind == "file" and h.key.startswith("file:services/billing/")
+                                    for h in filtered.results)
+
+
+def test_status_and_doctor_find_and_repair_index_damage(answered: tuple[Graphmem, dict]) -> None:
+    gm, _ = answered
+    assert gm.check_indexes().ok
+    vectors = gm.indexes.vectors
+    victim = sorted(vectors.ids())[:3]
+    vectors.remove(victim)
+    vectors.save(gm.indexes.vectors_path)
+    bm25 = gm.indexes.bm25
+    bm25.add([(424242, "a document the graph does not hold")])
+    bm25.save(gm.indexes.bm25_path)
+    bad = gm.check_indexes()
+    assert not bad.ok and bad.missing_vectors == victim and bad.extra_bm25 == [424242]
+    result = gm.doctor(repair=True)
+    assert result["repaired"]["added"] == 3 and result["after"]["ok"]
+    assert gm.check_indexes().ok
+    gm.indexes.vectors_path.write_bytes(b"garbage")
+    assert gm.check_indexes().error
+    assert gm.doctor(repair=True)["after"]["ok"]
+    gm.indexes.reload()
+
+
+def test_modes_and_bad_requests(answered: tuple[Graphmem, dict]) -> None:
+    gm, _ = answered
+    from graphmem.errors import GraphmemError
+
+    with pytest.raises(ConfigError, match="unknown mode"):
+        gm.query("anything", mode="magic")
+    with pytest.raises(GraphmemError):
+        gm.query("   ")
+    hostile = gm.query("'; MATCH (n) DETACH DELETE n //", mode="hybrid", k=3)
+    assert hostile.mode == "hybrid" and gm.store.counts().total_nodes > 0
+
