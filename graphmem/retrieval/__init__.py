@@ -1,0 +1,1 @@
+"""Retrieval: indexes, retrievers, fusion and reranking."""
