@@ -2,12 +2,12 @@
 personalised PageRank whose relationship weights follow what the question asks.
 
 1. **Link.** Identifiers (``ADR-5``, ``INC-042``, ticket ids, commit shas), names of services, teams,
-   people, files and symbols, titles of decisions and incidents (exact, then fuzzy), and kinds the
+   people, files and symbols, titles of decisions and incidents (exact, or most of their words), and kinds the
    question names with a time ("an incident in the last month", "the latest incident") become seeds.
    The best lexical and vector hits join as weaker seeds.
 2. **Expand** breadth-first from the seeds through the store's typed relationships (the same
-   ``incident_edges`` reads on both stores; a Cypher query on Neo4j), dropping dated nodes (commits,
-   incidents, decisions) outside the question's time window.
+   ``expand`` step on both stores; ``cypher/retrieval/expand.cypher`` on Neo4j), dropping dated
+   nodes (commits, incidents, decisions) outside the question's time window.
 3. **Rank** the reached nodes by personalised PageRank from the seeds over the reached subgraph, each
    relationship weighted by its type: the types the question names weigh more. Nodes of the kind
    the question asks for come first. Each hit keeps the path by which the expansion reached it.
@@ -279,7 +279,7 @@ class GraphRetriever:
             if not frontier or len(parent) >= MAX_NODES:
                 break
             nxt: list[str] = []
-            for edge in sorted(self.store.incident_edges(frontier, as_of=as_of),
+            for edge in sorted(self.store.expand(frontier, as_of=as_of),
                                key=lambda e: (e.origin, e.step.type, e.other)):
                 if not admitted(edge.other):
                     continue

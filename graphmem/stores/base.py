@@ -210,6 +210,10 @@ class GraphStore(Protocol):
     ) -> list[Edge]:
         """Relationships valid at ``as_of`` touching ``keys`` whose other end is also valid."""
 
+    def expand(self, keys: Sequence[str], *, as_of: str | None = None) -> list[Edge]:
+        """One step of graph retrieval: every relationship (either direction) valid at ``as_of``
+        touching ``keys`` whose other end is valid too (Neo4j: ``cypher/retrieval/expand.cypher``)."""
+
     def neighbors(self, key: str, *, depth: int = 1, rel_types: Sequence[str] | None = None,
                   direction: Direction = "both", as_of: str | None = None, limit: int = 100) -> list[Hop]:
         """Typed neighbours of ``key`` to ``depth``, nearest first, each with its path."""
@@ -320,8 +324,11 @@ def bfs(
 
 
 class TraversalMixin:
-    """``neighbors``, ``paths`` and ``subgraph`` for any store that implements the fetch methods
-    (``get_node(s)``, ``get_relationships``, ``incident_edges``), so every store answers alike."""
+    """``neighbors``, ``paths``, ``subgraph`` and ``expand`` for any store that implements the fetch
+    methods (``get_node(s)``, ``get_relationships``, ``incident_edges``), so every store answers alike."""
+
+    def expand(self, keys: Sequence[str], *, as_of: str | None = None) -> list[Edge]:
+        return self.incident_edges(keys, as_of=as_of)  # type: ignore[attr-defined,no-any-return]
 
     def neighbors(
         self,

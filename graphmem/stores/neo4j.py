@@ -47,6 +47,16 @@ _PROV = frozenset(PROVENANCE_FIELDS)
 _RELTYPES = {t.value: t for t in RelType}
 
 
+def _edges(rows: list[dict[str, Any]]) -> list[Edge]:
+    """Edges from ``origin, src, type, dst`` rows, once each (a self-loop is matched twice)."""
+    seen: dict[tuple[str, str, str, str], Edge] = {}
+    for r in rows:
+        step = Step(r["src"], r["type"], r["dst"])
+        other = step.dst if step.src == r["origin"] else step.src
+        seen.setdefault((r["origin"], step.src, step.type, step.dst), Edge(r["origin"], step, other))
+    return list(seen.values())
+
+
 def _valid(var: str, as_of: str | None) -> str:
     """Cypher condition: ``var`` valid at ``$as_of`` (open, when there is no ``as_of``)."""
     if as_of is None:
@@ -554,12 +564,13 @@ class Neo4jStore(TraversalMixin):
                 WHERE ($types IS NULL OR type(r) IN $types) AND {_valid('r', as_of)} AND {_valid('b', as_of)}
                 RETURN k AS origin, startNode(r).key AS src, type(r) AS type, endNode(r).key AS dst""",
             keys=list(keys), types=list(rel_types) if rel_types is not None else None, as_of=as_of)
-        seen: dict[tuple[str, str, str, str], Edge] = {}
-        for r in rows:
-            step = Step(r["src"], r["type"], r["dst"])
-            other = step.dst if step.src == r["origin"] else step.src
-            seen.setdefault((r["origin"], step.src, step.type, step.dst), Edge(r["origin"], step, other))
-        return list(seen.values())
+        return _edges(rows)
+
+    def expand(self, keys: Sequence[str], *, as_of: str | None = None) -> list[Edge]:
+        if not keys:
+            return []
+        rows = self._read(read_cypher("retrieval/expand.cypher"), keys=list(keys), as_of=as_of)
+        return _edges(rows)
 
     def iter_nodes(self, kinds: Iterable[NodeKind] | None = None, *, include_closed: bool = False) -> Iterator[Node]:
         rows = self._read(

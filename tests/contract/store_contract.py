@@ -261,6 +261,18 @@ class StoreContract:
         with pytest.raises(ModelError):
             loaded.neighbors("service:billing", rel_types=["NOT_A_TYPE"])
 
+    def test_expand_is_one_step_both_ways_over_open_elements(self, loaded: GraphStore) -> None:
+        def ident(edges: list) -> set:
+            return {(e.origin, e.step.src, e.step.type, e.step.dst, e.other) for e in edges}
+
+        keys = ["service:billing", "incident:INC-042"]
+        got = ident(loaded.expand(keys))
+        assert got == ident(loaded.incident_edges(keys))
+        assert ("service:billing", "team:payments", "OWNS", "service:billing", "team:payments") in got
+        loaded.close_sources(["CODEOWNERS"])
+        assert not any(e.other == "team:payments" for e in loaded.expand(["service:billing"]))
+        assert any(e.other == "team:payments" for e in loaded.expand(["service:billing"], as_of=T0))
+
     def test_paths_between_keys(self, loaded: GraphStore) -> None:
         paths = loaded.paths("incident:INC-042", "sym:billing/client.py::charge", max_depth=4)
         assert [p.nodes for p in paths] == [
@@ -335,7 +347,7 @@ class StoreContract:
         assert other.paths("team:payments", "service:billing") == []
         assert other.subgraph(["service:billing"]).nodes == {}
         assert other.get_relationships(["service:billing"]) == []
-        assert other.incident_edges(["service:billing"]) == []
+        assert other.incident_edges(["service:billing"]) == [] and other.expand(["service:billing"]) == []
         assert list(other.iter_nodes()) == [] and list(other.iter_chunks()) == []
         assert other.chunk_ids() == set() and other.get_chunks(["incident:INC-042"]) == []
         assert other.get_chunks_by_id(loaded.chunk_ids()) == {}
