@@ -46,7 +46,10 @@ ANCHORED_LEXICAL_SEED_WEIGHT = 0.02
 DESCRIBED_SEED_WEIGHT = 0.6
 OFF_KIND_FACTOR = 0.1
 MAX_DEPTH = 4
-MAX_NODES = 4000
+MAX_NODES = 2500
+DEEP_LIMIT = 400  # the fourth hop is taken only when three reached fewer nodes than this
+HUB_DEGREE = 60  # past this many relationships a node is a hub (see _prune_hub)
+HUB_TYPE_LIMIT = 15
 
 _WORD = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-/]*[A-Za-z0-9_]|[A-Za-z0-9]")
 _IDENT_LIKE = re.compile(r"[a-z][A-Z]|_|\.|\(\)")
@@ -275,20 +278,26 @@ class GraphRetriever:
                      if not (kind is NodeKind.INCIDENT and q.incident_numbers)
                      and not (kind is NodeKind.DECISION and q.adr_numbers)
                      and not any(cat.nodes.get(key, (None,))[0] is kind for key in linked)]
-        for _level in range(MAX_DEPTH):
+        emphasised = {t.value for t in q.rel_types}
+        for level in range(MAX_DEPTH):
             if not frontier or len(parent) >= MAX_NODES:
                 break
+            if level == MAX_DEPTH - 1 and len(parent) > DEEP_LIMIT:
+                break  # the last hop only out of a small neighbourhood
+            by_origin: dict[str, list[Edge]] = {}
+            for edge in self.store.expand(frontier, as_of=as_of):
+                if admitted(edge.other):
+                    by_origin.setdefault(edge.origin, []).append(edge)
             nxt: list[str] = []
-            for edge in sorted(self.store.expand(frontier, as_of=as_of),
-                               key=lambda e: (e.origin, e.step.type, e.other)):
-                if not admitted(edge.other):
-                    continue
-                edges.append(edge)
-                if edge.other not in parent and len(parent) < MAX_NODES:
-                    parent[edge.other] = (edge.origin, edge.step)
-                    nxt.append(edge.other)
+            for origin in frontier:
+                for edge in sorted(_prune_hub(by_origin.get(origin, []), emphasised),
+                                   key=lambda e: (e.step.type, e.other)):
+                    edges.append(edge)
+                    if edge.other not in parent and len(parent) < MAX_NODES:
+                        parent[edge.other] = (edge.origin, edge.step)
+                        nxt.append(edge.other)
             frontier = sorted(set(nxt))
-            if described and _level == 0:
+            if described and level == 0:
                 near = [key for key in frontier if cat.nodes.get(key, (None,))[0] in described]
                 for key in near:
                     seeds[key] = max(seeds.get(key, 0.0), DESCRIBED_SEED_WEIGHT / len(near))
@@ -296,10 +305,6 @@ class GraphRetriever:
         result.reached = len(parent)
         weights = edge_weights(q)
         scores = self._pagerank(list(parent), edges, seeds, weights)
-        # Evidence: the cheapest path from a seed, a relationship costing the inverse of its weight,
-        # so paths through what the question asks about win over incidental ones.
-        best = _cheapest_paths(edges, {key: (0.0 if key in linked else 2.0) for key in seeds}, weights)
-        parent.update(best)
         # Nodes of the kind the question asks for keep their PageRank; the rest are damped, so the
         # score stays the order (fusion may use the scores).
         answer = set(q.answer_kinds)
@@ -308,7 +313,12 @@ class GraphRetriever:
         final = {key: s if not answer or cat.nodes.get(key, (None,))[0] in answer else s * OFF_KIND_FACTOR
                  for key, s in scores.items() if not (answer and key in linked
                                                        and cat.nodes.get(key, (None,))[0] not in answer)}
-        for key in sorted(final, key=lambda key: (-final[key], key))[:k]:
+        top = sorted(final, key=lambda key: (-final[key], key))[:k]
+        # Evidence: the cheapest path from a seed, a relationship costing the inverse of its weight,
+        # so paths through what the question asks about win over incidental ones.
+        parent.update(_cheapest_paths(edges, {key: (0.0 if key in linked else 2.0) for key in seeds}, weights,
+                                      targets=set(top)))
+        for key in top:
             result.hits.append(GraphHit(key, float(final[key]), _path_to(key, parent)))
         return result
 
@@ -351,9 +361,21 @@ def edge_weights(q: Question) -> dict[str, float]:
     return {t: base * (1.0 + EMPHASIS * min(1.0, emphasis.get(t, 0.0))) for t, base in BASE_WEIGHTS.items()}
 
 
-def _cheapest_paths(edges: list[Edge], start: dict[str, float],
-                    weights: dict[str, float]) -> dict[str, tuple[str, Step] | None]:
-    """Dijkstra from several sources over ``edges`` (both directions): node -> (previous node, step)."""
+def _prune_hub(edges: list[Edge], emphasised: set[str]) -> list[Edge]:
+    """A node with very many relationships (a service with thousands of files) is crossed only by
+    the types the question names and by its rarer types (owners, dependencies)."""
+    if len(edges) <= HUB_DEGREE:
+        return edges
+    per_type: dict[str, int] = {}
+    for e in edges:
+        per_type[e.step.type] = per_type.get(e.step.type, 0) + 1
+    return [e for e in edges if e.step.type in emphasised or per_type[e.step.type] <= HUB_TYPE_LIMIT]
+
+
+def _cheapest_paths(edges: list[Edge], start: dict[str, float], weights: dict[str, float],
+                    targets: set[str] | None = None) -> dict[str, tuple[str, Step] | None]:
+    """Dijkstra from several sources over ``edges`` (both directions): node -> (previous node, step).
+    Stops once every node of ``targets`` is settled."""
     adjacency: dict[str, list[tuple[str, Step, float]]] = {}
     for e in edges:
         cost = 1.0 / max(weights.get(e.step.type, 0.5), 1e-6)
@@ -363,10 +385,15 @@ def _cheapest_paths(edges: list[Edge], start: dict[str, float],
     prev: dict[str, tuple[str, Step] | None] = {key: None for key in start}
     heap = [(cost, key) for key, cost in sorted(start.items())]
     heapq.heapify(heap)
+    waiting = set(targets) if targets is not None else None
     while heap:
         cost, key = heapq.heappop(heap)
         if cost > dist.get(key, float("inf")):
             continue
+        if waiting is not None:
+            waiting.discard(key)
+            if not waiting:
+                break
         for other, step, step_cost in adjacency.get(key, ()):
             new = cost + step_cost
             if new < dist.get(other, float("inf")) - 1e-12:
