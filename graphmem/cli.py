@@ -120,7 +120,7 @@ def ingest(ctx: Context, path: Path, as_json: bool) -> None:
     if report.index:
         ix = report.index
         click.echo(f"  indexes: {ix['added']} chunks added, {ix['updated']} updated, {ix['removed']} removed; "
-                   f"{ix['embedded']} embedded, {ix['from_cache']} vectors from cache")
+                   f"{ix['embedded']} embedded, {ix['from_cache']} vectors from cache ({ix['seconds']:.1f} s)")
     # Tool folders (.git, node_modules...) are skipped by design: counted, not listed.
     routine = [s for s in report.skipped if s.reason.startswith("excluded folder")]
     for item in report.skipped:
@@ -244,15 +244,15 @@ def query(ctx: Context, text: str, mode: str, k: int, kinds: tuple[str, ...], pa
             where += f":{src['start_line']}-{src['end_line']}"
         ranks = " ".join(f"{name}#{rank}" for name, rank in hit.retrievers.items() if rank)
         click.echo(f"{hit.rank:>2}. {hit.key}  [{hit.kind}]  score {hit.score:.4f}  ({ranks or 'fused'})")
-        if hit.name and hit.name not in hit.key:
+        first = hit.text.strip().splitlines()[0] if hit.text.strip() else ""
+        if hit.name and hit.name not in hit.key and hit.name != first:
             click.echo(f"    {hit.name}")
+        if first:
+            click.echo(f"    {first[:150]}")
         if where:
             click.echo(f"    source: {where}")
         for path in hit.evidence[:2]:
             click.echo(f"    path: {path['text']}")
-        first = hit.text.strip().splitlines()[0] if hit.text.strip() else ""
-        if first:
-            click.echo(f"    {first[:150]}")
     for note in answer.notes:
         click.echo(f"note: {note}", err=True)
     t = answer.timings_ms

@@ -50,6 +50,31 @@ def test_status_says_when_the_graph_is_behind_the_repository(tmp_path: Path, exa
     assert "behind the working tree" in out.stdout
 
 
+def test_query_doctor_and_status_on_the_example(tmp_path: Path, example_org: tuple) -> None:
+    home = str(tmp_path / "home")
+    assert graphmem("--home", home, "ingest", str(example_org[0])).returncode == 0
+    out = graphmem("--home", home, "query", "Which commit caused INC-042?", "--mode", "hybrid", "-k", "3",
+                   "--now", "2026-06-01", "--json")
+    assert out.returncode == 0, out.stderr
+    answer = json.loads(out.stdout)
+    assert answer["query"] == "Which commit caused INC-042?" and answer["mode"] == "hybrid"
+    assert [r["rank"] for r in answer["results"]] == [1, 2, 3]
+    assert answer["results"][0]["key"] in example_org[1]["incidents"]["incident:INC-042"]["caused_by"]
+    assert answer["results"][0]["evidence"][0]["rels"][0]["type"] == "CAUSED_BY"
+    assert set(answer["timings_ms"]) >= {"bm25", "vector", "graph", "fusion", "rerank", "total"}
+    text = graphmem("--home", home, "query", "Which commit caused INC-042?", "--now", "2026-06-01", "-k", "2")
+    assert text.returncode == 0 and " 1. commit:" in text.stdout and "path: incident:INC-042 -CAUSED_BY->" in text.stdout
+    status = json.loads(graphmem("--home", home, "status", "--json").stdout)
+    assert status["indexes"]["ok"] and status["indexes"]["vectors"] == status["chunks"]
+    (tmp_path / "home" / "acme" / "index" / "bm25.npz").unlink()
+    broken = graphmem("--home", home, "doctor")
+    assert broken.returncode == 1 and "missing bm25" in broken.stdout
+    fixed = graphmem("--home", home, "doctor", "--repair")
+    assert fixed.returncode == 0 and "now consistent" in fixed.stdout, fixed.stdout + fixed.stderr
+    bad = graphmem("--home", home, "query", "x", "--mode", "magic")
+    assert bad.returncode != 0 and "Traceback" not in bad.stderr
+
+
 @pytest.mark.parametrize("args, message", [
     (["--project", "../escape", "status"], "invalid project name"),
     (["--store", "neo4j", "status"], "cannot reach Neo4j"),
