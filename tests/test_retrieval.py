@@ -320,6 +320,17 @@ def test_status_and_doctor_find_and_repair_index_damage(answered: tuple[Graphmem
     gm.indexes.reload()
 
 
+def test_linking_survives_typos_and_paraphrase(answered: tuple[Graphmem, dict]) -> None:
+    gm, facts = answered
+    typo = gm.query("Who owns the notifcations service?", mode="graph", k=5)
+    assert "service:notifications" in typo.analysis["linked"]
+    assert any(h.key == "team:growth" for h in typo.results)
+    paraphrase = gm.query("Which commit caused the incident where the ledger booked invoice entries twice?",
+                          mode="hybrid", k=5)
+    assert "incident:INC-031" in paraphrase.analysis["linked"]
+    assert set(facts["incidents"]["incident:INC-031"]["caused_by"]) & set(paraphrase.keys)
+
+
 def test_modes_and_bad_requests(answered: tuple[Graphmem, dict]) -> None:
     gm, _ = answered
     from graphmem.errors import GraphmemError

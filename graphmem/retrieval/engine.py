@@ -136,6 +136,7 @@ class Retriever:
             t = time.perf_counter()
             chunk_hits["bm25"] = self.indexes.bm25.search(text, CHUNK_CANDIDATES)
             timings["bm25"] = _ms(t)
+        query_vec = None
         if "vector" in runs:
             t = time.perf_counter()
             query_vec = self.indexes.embedder.encode_query(text)
@@ -161,7 +162,10 @@ class Retriever:
         if "graph" in spec.retrievers:
             t = time.perf_counter()
             seeds = _interleave([cands.rankings.get("bm25", []), cands.rankings.get("vector", [])], LEXICAL_SEEDS)
-            result = self.graph.retrieve(question, lexical_seeds=seeds, k=NODE_CANDIDATES * 2, as_of=as_of)
+            if self.graph.embedder is None and query_vec is not None:
+                self.graph.embedder = self.indexes.embedder
+            result = self.graph.retrieve(question, lexical_seeds=seeds, k=NODE_CANDIDATES * 2, as_of=as_of,
+                                         query_vec=query_vec)
             ranking = [h.key for h in result.hits if keep(h.key, None)][:NODE_CANDIDATES]
             cands.rankings["graph"] = ranking
             cands.paths = {h.key: h.path for h in result.hits}

@@ -20,12 +20,17 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import scipy.sparse as sp
 
 from graphmem.model import Node, NodeKind, RelType
 from graphmem.retrieval.question import Question
 from graphmem.stores.base import Edge, GraphStore, Path, Step
+
+if TYPE_CHECKING:
+    from graphmem.retrieval.embed import Embedder
 
 # How much each relationship type carries in PageRank before the question's emphasis.
 BASE_WEIGHTS: dict[str, float] = {
@@ -50,6 +55,12 @@ MAX_NODES = 2500
 DEEP_LIMIT = 400  # the fourth hop is taken only when three reached fewer nodes than this
 HUB_DEGREE = 60  # past this many relationships a node is a hub (see _prune_hub)
 HUB_TYPE_LIMIT = 15
+FUZZY_MIN_LENGTH = 5
+FUZZY_CUTOFF = 88.0  # rapidfuzz ratio: one or two typos in a word of 6-12 letters
+FUZZY_KINDS = frozenset({NodeKind.SERVICE, NodeKind.TEAM, NodeKind.PERSON, NodeKind.ENTITY})
+EMBEDDED_NAME_KINDS = (NodeKind.SERVICE, NodeKind.TEAM, NodeKind.DECISION, NodeKind.INCIDENT, NodeKind.ENTITY)
+NAME_SIMILARITY = 0.55  # cosine of MiniLM vectors: clearly about the same thing
+NAME_MATCHES = 3
 
 _WORD = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-/]*[A-Za-z0-9_]|[A-Za-z0-9]")
 _IDENT_LIKE = re.compile(r"[a-z][A-Z]|_|\.|\(\)")
@@ -85,6 +96,7 @@ class Catalog:
     by_kind: dict[NodeKind, list[str]] = field(default_factory=dict)
     incidents_by_number: dict[int, str] = field(default_factory=dict)
     titles: list[tuple[str, set[str]]] = field(default_factory=list)  # title words, for fuzzy matching
+    fuzzy_names: list[str] = field(default_factory=list)  # one-word names that misspellings may mean
 
     @classmethod
     def build(cls, store: GraphStore) -> Catalog:
@@ -102,6 +114,9 @@ class Catalog:
                     cat.incidents_by_number[int(m.group(1))] = node.key
             if node.kind in (NodeKind.DECISION, NodeKind.INCIDENT) and node.name:
                 cat.titles.append((node.key, {_singular(w) for w in _words(node.name)} - _STOP))
+        cat.fuzzy_names = sorted({words[0] for words, keys in cat.by_name.items()
+                                  if len(words) == 1 and len(words[0]) >= FUZZY_MIN_LENGTH
+                                  and any(cat.nodes[k][0] in FUZZY_KINDS for k in keys)})
         return cat
 
     @staticmethod
@@ -145,21 +160,36 @@ class GraphResult:
 class GraphRetriever:
     """Question -> ranked nodes with the paths that reached them (see the module docstring)."""
 
-    def __init__(self, store: GraphStore) -> None:
+    def __init__(self, store: GraphStore, *, embedder: Embedder | None = None) -> None:
         self.store = store
+        self.embedder = embedder
         self._catalog: Catalog | None = None
         self._catalog_stamp: str | None = None
+        self._names: tuple[list[str], np.ndarray] | None = None
 
     @property
     def catalog(self) -> Catalog:
         stamp = self.store.get_meta("last_ingested_at")
         if self._catalog is None or stamp != self._catalog_stamp:
-            self._catalog, self._catalog_stamp = Catalog.build(self.store), stamp
+            self._catalog, self._catalog_stamp, self._names = Catalog.build(self.store), stamp, None
         return self._catalog
+
+    def _name_vectors(self) -> tuple[list[str], np.ndarray]:
+        """Embeddings of the names of services, teams, decisions, incidents and entities (once per
+        catalog; symbols are left to BM25 and the chunk vectors)."""
+        cat = self.catalog
+        if self._names is None:
+            assert self.embedder is not None
+            keys = [k for kind in EMBEDDED_NAME_KINDS for k in cat.by_kind.get(kind, []) if cat.nodes[k][1]]
+            texts = [cat.nodes[k][1] for k in keys]
+            matrix = (self.embedder.encode(texts) if texts
+                      else np.zeros((0, self.embedder.dim), dtype=np.float32))
+            self._names = (keys, matrix)
+        return self._names
 
     # --- linking --------------------------------------------------------------------------------
 
-    def link(self, q: Question) -> dict[str, tuple[float, str]]:
+    def link(self, q: Question, query_vec: np.ndarray | None = None) -> dict[str, tuple[float, str]]:
         """Nodes the question names or describes: key -> (weight, reason)."""
         cat = self.catalog
         out: dict[str, tuple[float, str]] = {}
@@ -197,6 +227,24 @@ class GraphRetriever:
                     continue  # a plain English word that happens to name a function
                 add(keys, 1.0, f"names {' '.join(raw[i:i + size])!r}")
                 used[i:i + size] = [True] * size
+        # Misspelt names ("notifcations"): single-word names of services, teams, people and entities.
+        if cat.fuzzy_names:
+            from rapidfuzz import fuzz, process
+
+            for i, word in enumerate(words):
+                if used[i] or len(word) < FUZZY_MIN_LENGTH or word in _STOP or (word,) in cat.by_name:
+                    continue
+                match = process.extractOne(word, cat.fuzzy_names, scorer=fuzz.ratio, score_cutoff=FUZZY_CUTOFF)
+                if match:
+                    add(cat.by_name[(match[0],)], 0.8, f"{raw[i]!r} is close to the name {match[0]!r}")
+        # Names that mean what the question says without saying them (embedding similarity).
+        if query_vec is not None and self.embedder is not None:
+            keys, matrix = self._name_vectors()
+            if len(keys):
+                sims = matrix @ np.asarray(query_vec, dtype=np.float32)
+                for j in np.argsort(-sims)[:NAME_MATCHES]:
+                    if sims[j] >= NAME_SIMILARITY:
+                        add([keys[j]], float(sims[j]) * 0.6, f"its name is close in meaning ({sims[j]:.2f})")
         # Decision and incident titles the question paraphrases closely.
         qwords = set(words) - _STOP
         for key, title in cat.titles:
@@ -244,8 +292,8 @@ class GraphRetriever:
     # --- retrieval ------------------------------------------------------------------------------
 
     def retrieve(self, q: Question, *, lexical_seeds: Sequence[str] = (), k: int = 50,
-                 as_of: str | None = None) -> GraphResult:
-        linked = self.link(q)
+                 as_of: str | None = None, query_vec: np.ndarray | None = None) -> GraphResult:
+        linked = self.link(q, query_vec)
         seeds = {key: w for key, (w, _) in linked.items()}
         # Lexical and vector hits seed the search when the question names nothing; next to named
         # nodes they only nudge it (as seeds they would outrank what the named nodes lead to).
