@@ -19,7 +19,6 @@ import heapq
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -239,12 +238,12 @@ class GraphRetriever:
                     add(cat.by_name[(match[0],)], 0.8, f"{raw[i]!r} is close to the name {match[0]!r}")
         # Names that mean what the question says without saying them (embedding similarity).
         if query_vec is not None and self.embedder is not None:
-            keys, matrix = self._name_vectors()
-            if len(keys):
+            named, matrix = self._name_vectors()
+            if named:
                 sims = matrix @ np.asarray(query_vec, dtype=np.float32)
                 for j in np.argsort(-sims)[:NAME_MATCHES]:
                     if sims[j] >= NAME_SIMILARITY:
-                        add([keys[j]], float(sims[j]) * 0.6, f"its name is close in meaning ({sims[j]:.2f})")
+                        add([named[j]], float(sims[j]) * 0.6, f"its name is close in meaning ({sims[j]:.2f})")
         # Decision and incident titles the question paraphrases closely.
         qwords = set(words) - _STOP
         for key, title in cat.titles:

@@ -1,0 +1,1 @@
+"""The multi-hop evaluation harness: dataset adapters and generators (see ``eval.synthetic``)."""
