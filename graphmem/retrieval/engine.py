@@ -36,6 +36,7 @@ RERANK_DEPTH = 20  # fused candidates the cross-encoder reorders
 # Weight of the graph list in fusion, times the preset's, when the question names the nodes the
 # graph search starts from (an id, a name, "the latest incident").
 ANCHORED_GRAPH_WEIGHT = 4.0
+SUBJECT_FACTOR = 0.25
 
 
 class Reranker(Protocol):
@@ -98,6 +99,7 @@ class _Candidates:
     best_chunk: dict[str, Chunk] = field(default_factory=dict)
     paths: dict[str, Path] = field(default_factory=dict)
     graph_scores: dict[str, float] = field(default_factory=dict)  # set when the graph search is anchored
+    subjects: set[str] = field(default_factory=set)  # what the question is about, not its answer
 
 
 class Retriever:
@@ -171,6 +173,7 @@ class Retriever:
             cands.paths = {h.key: h.path for h in result.hits}
             if result.linked:  # anchored on nodes the question names: trust the PageRank gaps
                 cands.graph_scores = {h.key: h.score for h in result.hits}
+            cands.subjects = result.subjects
             answer.analysis["linked"] = result.linked
             timings["graph"] = _ms(t)
 
@@ -221,7 +224,9 @@ class Retriever:
             answer_kinds = set(q.answer_kinds)
             fused = [(key, score * (1.0 + spec.kind_boost) if kind_of(key) in answer_kinds else score)
                      for key, score in fused]
-            fused.sort(key=lambda item: (-item[1], item[0]))
+        # "Which services depend on auth": auth matches every word of the question and is no answer.
+        fused = [(key, score * SUBJECT_FACTOR if key in cands.subjects else score) for key, score in fused]
+        fused.sort(key=lambda item: (-item[1], item[0]))
         return fused
 
     def _passages(self, keys: list[str], cands: _Candidates, nodes: dict[str, Node]) -> dict[str, str]:

@@ -49,6 +49,7 @@ LEXICAL_SEED_WEIGHT = 0.35
 ANCHORED_LEXICAL_SEED_WEIGHT = 0.02
 DESCRIBED_SEED_WEIGHT = 0.6
 OFF_KIND_FACTOR = 0.1
+AGAINST_DIRECTION = 0.25  # weight of a directed relationship walked away from the answer's end
 MAX_DEPTH = 4
 MAX_NODES = 2500
 DEEP_LIMIT = 400  # the fourth hop is taken only when three reached fewer nodes than this
@@ -154,6 +155,7 @@ class GraphResult:
     seeds: dict[str, float]
     linked: dict[str, str]  # key -> why it was linked
     reached: int = 0
+    subjects: set[str] = field(default_factory=set)  # named nodes of the asked kind the question is about
 
 
 class GraphRetriever:
@@ -351,15 +353,20 @@ class GraphRetriever:
                     result.linked.setdefault(key, "the kind the question describes, next to what it names")
         result.reached = len(parent)
         weights = edge_weights(q)
-        scores = self._pagerank(list(parent), edges, seeds, weights)
+        scores = self._pagerank(list(parent), edges, seeds, weights, {t.value: d for t, d in q.directions.items()})
         # Nodes of the kind the question asks for keep their PageRank; the rest are damped, so the
         # score stays the order (fusion may use the scores).
         answer = set(q.answer_kinds)
         # The named nodes themselves are no answer when the question asks for another kind
-        # ("which commit caused INC-042" is not answered by INC-042).
+        # ("which commit caused INC-042" is not answered by INC-042), and rarely when it asks how
+        # they relate to others of their kind through a directed relationship ("which services
+        # depend on auth", "who calls X", "what replaced ADR-3"): there they are the subjects.
+        result.subjects = {key for key in linked if q.directions and cat.nodes.get(key, (None,))[0] in answer}
         final = {key: s if not answer or cat.nodes.get(key, (None,))[0] in answer else s * OFF_KIND_FACTOR
                  for key, s in scores.items() if not (answer and key in linked
                                                        and cat.nodes.get(key, (None,))[0] not in answer)}
+        for key in result.subjects & set(final):
+            final[key] *= OFF_KIND_FACTOR
         top = sorted(final, key=lambda key: (-final[key], key))[:k]
         # Evidence: the cheapest path from a seed, a relationship costing the inverse of its weight,
         # so paths through what the question asks about win over incidental ones.
@@ -371,7 +378,7 @@ class GraphRetriever:
 
     @staticmethod
     def _pagerank(nodes: list[str], edges: list[Edge], seeds: dict[str, float],
-                  weights: dict[str, float]) -> dict[str, float]:
+                  weights: dict[str, float], directions: dict[str, str] | None = None) -> dict[str, float]:
         index = {key: i for i, key in enumerate(nodes)}
         rows, cols, vals = [], [], []
         seen: set[tuple[str, str, str]] = set()
@@ -382,9 +389,14 @@ class GraphRetriever:
             seen.add(ident)
             w = weights.get(e.step.type, 0.5)
             a, b = index[e.step.src], index[e.step.dst]
+            # A relationship read with a direction ("which services depend on auth") is walked
+            # mostly towards the answer's end.
+            toward = (directions or {}).get(e.step.type)
+            forward = w * (AGAINST_DIRECTION if toward == "src" else 1.0)
+            backward = w * (AGAINST_DIRECTION if toward == "dst" else 1.0)
             rows += [a, b]
             cols += [b, a]
-            vals += [w, w]
+            vals += [forward, backward]
         n = len(nodes)
         matrix = sp.csr_matrix((vals, (rows, cols)), shape=(n, n), dtype=np.float64)
         out_weight = np.asarray(matrix.sum(axis=1)).ravel()

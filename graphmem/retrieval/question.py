@@ -119,6 +119,9 @@ class Question:
     text: str
     answer_kinds: tuple[NodeKind, ...] = ()
     rel_types: dict[RelType, float] = field(default_factory=dict)
+    # For relationships read with a direction: "src" when the answer is the relationship's start
+    # ("which services depend on auth": the dependents), "dst" when it is its end ("what does X call").
+    directions: dict[RelType, str] = field(default_factory=dict)
     kind_mentions: tuple[NodeKind, ...] = ()
     adr_numbers: tuple[int, ...] = ()
     incident_numbers: tuple[int, ...] = ()
@@ -129,6 +132,7 @@ class Question:
     def as_dict(self) -> dict[str, object]:
         return {"answer_kinds": [k.value for k in self.answer_kinds],
                 "relationships": {t.value: w for t, w in self.rel_types.items()},
+                "directions": {t.value: d for t, d in self.directions.items()},
                 "kind_mentions": [k.value for k in self.kind_mentions],
                 "adrs": list(self.adr_numbers), "incidents": list(self.incident_numbers),
                 "tickets": list(self.tickets), "shas": list(self.shas), "time": self.time.as_dict()}
@@ -183,6 +187,37 @@ def parse_time(text: str, now: datetime) -> TimeFilter:
     return tf
 
 
+# Verbs whose English subject is the start of the relationship ("A calls B": A -CALLS-> B).
+_DIRECTED_VERBS: list[tuple[re.Pattern[str], RelType]] = [
+    (re.compile(r"\bcall(?:s|ed|ing)?\b|\binvok\w*", re.IGNORECASE), RelType.CALLS),
+    (re.compile(r"\bdepend\w*|\bcall\w* into\b", re.IGNORECASE), RelType.DEPENDS_ON),
+    (re.compile(r"\bsupersed\w*|\breplac\w*", re.IGNORECASE), RelType.SUPERSEDES),
+]
+_ASKS_OBJECT = re.compile(r"\b(what|which\s+\w+|who(m)?)\s+(does|do|did|is|are|was|were)\s+\S+", re.IGNORECASE)
+
+
+def _directions(text: str) -> dict[RelType, str]:
+    """Which end of a named relationship the answer is, where the wording says so."""
+    out: dict[RelType, str] = {}
+    if re.search(r"\bcallers?\b", text, re.IGNORECASE):
+        out[RelType.CALLS] = "src"
+    if re.search(r"\bcallees?\b", text, re.IGNORECASE):
+        out[RelType.CALLS] = "dst"
+    for pattern, rel in _DIRECTED_VERBS:
+        m = pattern.search(text)
+        if m is None or rel in out:
+            continue
+        after = text[m.end():]
+        by = re.match(r"\s*:?\s*by\s+(\w+)", after, re.IGNORECASE)
+        if by:  # passive: "superseded by which decision" asks for the subject, "called by X" for the object
+            out[rel] = "src" if by.group(1).lower() in ("which", "what", "whom", "who") else "dst"
+        elif _ASKS_OBJECT.search(text[:m.start()]) and not re.search(r"\b(is|are|was|were)\b", text[:m.start()]):
+            out[rel] = "dst"  # "what does X call"
+        elif re.search(r"\b(which|what|who|list|find|show)\b", text[:m.start()], re.IGNORECASE):
+            out[rel] = "src"  # "which services depend on auth"
+    return out
+
+
 def parse_question(text: str, now: datetime | None = None) -> Question:
     """Read ``text`` (see the module docstring); ``now`` anchors "last month" and the like."""
     now = now or datetime.now(timezone.utc)
@@ -197,6 +232,7 @@ def parse_question(text: str, now: datetime | None = None) -> Question:
         if pattern.search(text):
             for t in types:
                 q.rel_types[t] = q.rel_types.get(t, 0.0) + 1.0
+    q.directions = _directions(text)
     q.kind_mentions = tuple(kind for pattern, kind in _KIND_WORDS if pattern.search(text))
     q.adr_numbers = tuple(dict.fromkeys(int(n) for n in ADR_RE.findall(text)))
     q.incident_numbers = tuple(dict.fromkeys(int(n) for n in INCIDENT_RE.findall(text)))
