@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from graphmem.retrieval.embed import Embedder
     from graphmem.retrieval.engine import Answer, Reranker, Retriever
     from graphmem.retrieval.indexes import Consistency, Indexes, SyncReport
+    from graphmem.retrieval.rerank import TrainReport
     from graphmem.stores.base import GraphStore
 
 
@@ -120,6 +121,18 @@ class Graphmem:
         """Answer a question (see :class:`graphmem.retrieval.engine.Retriever`)."""
         return self.retriever.query(text, mode=mode, k=k, kinds=kinds, path_prefix=path_prefix, now=now)
 
+    def train_reranker(self, *, time_budget: float | None = 600.0, max_pairs: int = 4000,
+                       progress: Progress | None = None) -> TrainReport:
+        """Fine-tune the project's cross-encoder on questions mined from its own graph and save it
+        (with its held-out evaluation) where ``hybrid-rerank`` finds it."""
+        from graphmem.retrieval.rerank import default_reranker_dir, train_reranker
+
+        self.sync_indexes()
+        report = train_reranker(self.store, self.indexes, default_reranker_dir(self.settings.home, self.project),
+                                time_budget=time_budget, max_pairs=max_pairs, progress=progress)
+        self._reranker, self._retriever = "auto", None  # the next query loads the new model
+        return report
+
     def check_indexes(self) -> Consistency:
         """Whether the indexes hold exactly the graph's chunks, with the text they have now."""
         return self.indexes.verify(self.store)
@@ -144,8 +157,6 @@ class Graphmem:
 
 def _load_reranker(home: Path, project: str) -> Reranker | None:
     """The project's trained reranker (or ``GRAPHMEM_RERANKER``), if there is one."""
-    try:
-        from graphmem.retrieval.rerank import load_reranker
-    except ImportError:
-        return None
+    from graphmem.retrieval.rerank import load_reranker
+
     return load_reranker(home, project)

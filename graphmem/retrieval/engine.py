@@ -32,7 +32,7 @@ from graphmem.stores.base import GraphStore, Path, Step
 CHUNK_CANDIDATES = 200  # chunk hits fetched per lexical / vector retriever
 NODE_CANDIDATES = 50  # node candidates each retriever hands to fusion
 LEXICAL_SEEDS = 5  # best lexical and vector nodes that join the graph retriever's seeds
-RERANK_DEPTH = 20  # fused candidates the cross-encoder reorders
+RERANK_DEPTH = 15  # fused candidates the cross-encoder reorders
 # Weight of the graph list in fusion, times the preset's, when the question names the nodes the
 # graph search starts from (an id, a name, "the latest incident").
 ANCHORED_GRAPH_WEIGHT = 4.0
@@ -43,6 +43,8 @@ class Reranker(Protocol):
     name: str
 
     def score(self, query: str, texts: Sequence[str]) -> Sequence[float]: ...
+
+    def helps_for(self, answer_kinds: Iterable[str] = ()) -> bool: ...
 
 
 @dataclass(slots=True)
@@ -188,6 +190,10 @@ class Retriever:
             if self.reranker is None:
                 answer.notes.append("no reranker is available: results are in fused order "
                                     "(train one with `graphmem reranker train`)")
+            elif not self.reranker.helps_for([k.value for k in question.answer_kinds]):
+                # hybrid-rerank reranks only where the held-out evaluation saw it help.
+                answer.notes.append("the reranker did not beat the fused order on held-out questions of this "
+                                    "kind: results are in fused order")
             else:
                 scores = self.reranker.score(text, [texts[key] for key, _ in head])
                 head = [(key, float(s)) for (key, _), s in sorted(zip(head, scores), key=lambda p: -p[1])]

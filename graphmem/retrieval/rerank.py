@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from graphmem.errors import ModelError
+from graphmem.retrieval.engine import RERANK_DEPTH
 
 if TYPE_CHECKING:
     from graphmem.retrieval.indexes import Indexes
@@ -38,7 +39,7 @@ ENV_MODEL = "GRAPHMEM_RERANKER"
 ENV_BACKEND = "GRAPHMEM_RERANKER_BACKEND"  # auto | onnx | onnx-int8 | torch
 # Passages are code or document sections; 192 tokens hold most of a function or a section while
 # keeping a 20-candidate rerank well under 100 ms on two cores (bench/bench_rerank.py).
-DEFAULT_MAX_LENGTH = 192
+DEFAULT_MAX_LENGTH = 128  # what it is trained at; scoring cost grows with length (bench/bench_rerank.py)
 TRAIN_MAX_LENGTH = 128  # shorter while training: cost grows with length, and the head of a passage says most
 # Weights of the first-stage rank prior tried when fitting it (see ``CrossEncoderReranker.prior_weight``).
 PRIOR_WEIGHTS = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0)
@@ -573,7 +574,7 @@ def _recall(ranked: Sequence[str], gold: Iterable[str], k: int = 5) -> float:
 
 
 def score_questions(store: GraphStore, indexes: Indexes, reranker: CrossEncoderReranker,
-                     questions: Sequence[EvalQuestion], depth: int = 20) -> list[dict[str, Any]]:
+                     questions: Sequence[EvalQuestion], depth: int = RERANK_DEPTH) -> list[dict[str, Any]]:
     """For each question: the hybrid fused head, the model's logits for it, the gold keys."""
     from graphmem.retrieval.engine import Retriever
     from graphmem.retrieval.question import parse_question
@@ -614,7 +615,7 @@ def summarise(rows: Sequence[dict[str, Any]], prior_weight: float) -> dict[str, 
 
 
 def evaluate_reranker(store: GraphStore, indexes: Indexes, reranker: CrossEncoderReranker,
-                      questions: Sequence[EvalQuestion], *, depth: int = 20) -> dict[str, Any]:
+                      questions: Sequence[EvalQuestion], *, depth: int = RERANK_DEPTH) -> dict[str, Any]:
     """MRR@10 and Recall@5 of the hybrid fused order against the same head reordered by ``reranker``
     (``rerank_*``: with its rank prior, as the engine would; ``logits_*``: the model alone), over
     ``questions`` held out from training: overall, by mining source and by expected answer kind."""
