@@ -259,6 +259,65 @@ def query(ctx: Context, text: str, mode: str, k: int, kinds: tuple[str, ...], pa
     click.echo("timings (ms): " + ", ".join(f"{name} {t[name]:.1f}" for name in t), err=True)
 
 
+@cli.group("eval")
+def eval_group() -> None:
+    """Score the retrieval modes on a question set (SPEC.md JSON Lines)."""
+
+
+@eval_group.command("run")
+@click.option("--dataset", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True,
+              help="Questions, one JSON object a line: id, question, gold keys, hops, type.")
+@click.option("--corpus", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
+              help="Ingest this folder first (into --project, default: its name).")
+@click.option("--modes", default="bm25,vector,graph,hybrid,hybrid-rerank", show_default=True,
+              help="Comma-separated modes to score.")
+@click.option("-k", "k", type=click.IntRange(1, 100), default=10, show_default=True)
+@click.option("--now", default=None, help="Reference date for relative time in questions (YYYY-MM-DD).")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Write report.json (every metric, breakdowns, intervals) into this folder.")
+@json_option
+@pass_context
+def eval_run(ctx: Context, dataset: Path, corpus: Path | None, modes: str, k: int, now: str | None,
+             out: Path | None, as_json: bool) -> None:
+    """Run every mode over the questions and report Recall@2/5/10, MRR, nDCG@10 and latency."""
+    import sys as _sys
+
+    # The harness (eval/) lives in the source tree beside the package, not in the installed wheel.
+    source = Path(__file__).resolve().parents[1]
+    if not (source / "eval" / "runner.py").is_file():
+        raise GraphmemError("graphmem eval needs a source checkout of graphmem (eval/ is not installed)")
+    if str(source) not in _sys.path:
+        _sys.path.insert(0, str(source))
+    from eval.runner import load_questions, run, spec_summary
+
+    wanted = [m.strip() for m in modes.split(",") if m.strip()]
+    for mode in wanted:
+        if mode not in PRESETS:
+            raise GraphmemError(f"unknown mode {mode!r}: choose from {', '.join(PRESETS)}")
+    questions = load_questions(dataset)
+    project = ctx.project(corpus) if corpus else ctx.project()
+    gm = ctx.graphmem(project)
+    try:
+        if corpus is not None:
+            gm.ingest(corpus)
+            ctx.remember(project)
+        report = run(gm, questions, wanted, k=k, now=_parse_date(now), dataset=dataset.name)
+    finally:
+        gm.close()
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "report.json").write_text(json.dumps(report, indent=1), encoding="utf-8")
+    if as_json:
+        click.echo(json.dumps(spec_summary(report), indent=2))
+        return
+    click.echo(f"{report['dataset']}: {report['questions']} questions")
+    click.echo(f"{'mode':<14}{'R@2':>7}{'R@5':>7}{'R@10':>7}{'MRR':>7}{'nDCG@10':>9}{'allR@5':>8}{'p50 ms':>9}"
+               f"{'p95 ms':>9}")
+    for mode, m in report["modes"].items():
+        click.echo(f"{mode:<14}{m['recall@2']:>7.3f}{m['recall@5']:>7.3f}{m['recall@10']:>7.3f}{m['mrr']:>7.3f}"
+                   f"{m['ndcg@10']:>9.3f}{m['all_recall@5']:>8.3f}{m['p50_ms']:>9.1f}{m['p95_ms']:>9.1f}")
+
+
 @cli.group()
 def reranker() -> None:
     """The cross-encoder that reorders hybrid results (trained on the project's own graph)."""

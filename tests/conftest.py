@@ -88,3 +88,11 @@ def example_org(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[st
     subprocess.run([sys.executable, str(REPO / "examples" / "make_example_org.py"), str(out), "--now", NOW],
                    check=True, capture_output=True)
     return out / "acme", json.loads((out / "facts.json").read_text())
+
+
+@pytest.fixture(scope="session")
+def embedder() -> Any:
+    """The default embedder (packaged MiniLM on ONNX Runtime), loaded once per session."""
+    from graphmem.retrieval.embed import load_embedder
+
+    return load_embedder()

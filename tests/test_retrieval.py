@@ -145,13 +145,6 @@ def test_question_reading_finds_answer_kind_relations_and_ids() -> None:
 # --- indexes kept in step with the graph ------------------------------------------------------------
 
 
-@pytest.fixture(scope="session")
-def embedder() -> Any:
-    from graphmem.retrieval.embed import load_embedder
-
-    return load_embedder()
-
-
 WORDS = ["ledger", "invoice", "refund", "retry", "kafka", "timeout", "tax", "payment", "outbox", "idempotent"]
 ops = st.lists(st.tuples(st.sampled_from(["add", "edit", "delete"]), st.integers(0, 7), st.integers(0, 9)),
                min_size=1, max_size=12)
