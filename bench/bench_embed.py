@@ -235,9 +235,9 @@ VARIANTS: dict[str, dict[str, object]] = {
     "onnx-int8-b32": {"backend": "onnx", "precision": "int8", "batch_size": 32},
     "onnx-int8-b64": {"backend": "onnx", "precision": "int8", "batch_size": 64},
     "onnx-int8-1thread": {"backend": "onnx", "precision": "int8", "threads": 1},
-    "onnx-int8-code128": {"backend": "onnx", "precision": "int8", "max_tokens": {"commit": 128, "symbol": 128}},
+    "onnx-int8-code256": {"backend": "onnx", "precision": "int8", "max_tokens": {"commit": 128}},
 }
-DEFAULT_VARIANTS = ["torch-fp32", "onnx-fp32", "onnx-int8", "onnx-int8-b8", "onnx-int8-b32", "onnx-int8-code128"]
+DEFAULT_VARIANTS = ["torch-fp32", "onnx-fp32", "onnx-int8", "onnx-int8-b8", "onnx-int8-b32", "onnx-int8-code256"]
 
 
 def timed(model: Baseline | Variant, texts: list[str], kinds: list[str], repeat: int) -> tuple[float, float]:
