@@ -117,9 +117,10 @@ class Graphmem:
         return self.indexes.sync(self.store, progress=progress, full=full)
 
     def query(self, text: str, *, mode: str = DEFAULT_MODE, k: int = 10, kinds: list[str] | None = None,
-              path_prefix: str | None = None, now: datetime | None = None) -> Answer:
-        """Answer a question (see :class:`graphmem.retrieval.engine.Retriever`)."""
-        return self.retriever.query(text, mode=mode, k=k, kinds=kinds, path_prefix=path_prefix, now=now)
+              path_prefix: str | None = None, now: datetime | None = None, as_of: str | None = None) -> Answer:
+        """Answer a question (see :class:`graphmem.retrieval.engine.Retriever`); ``as_of`` (ISO time)
+        walks the graph as it was then."""
+        return self.retriever.query(text, mode=mode, k=k, kinds=kinds, path_prefix=path_prefix, now=now, as_of=as_of)
 
     def train_reranker(self, *, time_budget: float | None = 600.0, max_pairs: int = 4000,
                        progress: Progress | None = None) -> TrainReport:

@@ -221,15 +221,19 @@ def doctor(ctx: Context, repair: bool, as_json: bool) -> None:
               help="Only results of this node kind (repeatable).")
 @click.option("--path", "path_prefix", default=None, help="Only results from source paths with this prefix.")
 @click.option("--now", default=None, help="Reference date for 'last month' and the like (YYYY-MM-DD).")
+@click.option("--as-of", "as_of", default=None, help="Walk the graph as it was at this date (YYYY-MM-DD).")
 @json_option
 @pass_context
 def query(ctx: Context, text: str, mode: str, k: int, kinds: tuple[str, ...], path_prefix: str | None,
-          now: str | None, as_json: bool) -> None:
+          now: str | None, as_of: str | None, as_json: bool) -> None:
     """Answer a question with ranked nodes, their passages and the graph paths behind them."""
+    from graphmem.model import to_iso
+
     gm = ctx.graphmem()
     try:
+        when = _parse_date(as_of)
         answer = gm.query(text, mode=mode, k=k, kinds=list(kinds) or None, path_prefix=path_prefix,
-                          now=_parse_date(now))
+                          now=_parse_date(now), as_of=to_iso(when) if when else None)
     finally:
         gm.close()
     if as_json:

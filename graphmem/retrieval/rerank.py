@@ -185,6 +185,7 @@ class CrossEncoderReranker:
             # No tokenizer.json (an old checkpoint or a hub name): let transformers build the fast
             # tokenizer once and keep its JSON so later loads need only ``tokenizers``.
             try:
+                os.environ.setdefault("HF_HUB_OFFLINE", "1")  # local weights only: never the hub
                 from transformers import AutoTokenizer
 
                 tok = AutoTokenizer.from_pretrained(self.model, local_files_only=True).backend_tokenizer
@@ -290,6 +291,7 @@ class CrossEncoderReranker:
 
     def _load_torch(self) -> Any:
         import torch
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")  # local weights only: never the hub
         from transformers import AutoModelForSequenceClassification
 
         try:
@@ -432,6 +434,7 @@ def train_reranker(store: GraphStore, indexes: Indexes, out_dir: str | Path, *, 
     ``epochs``, ``max_pairs`` triples or ``time_budget`` seconds, whichever comes first.
     """
     import torch
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # local weights only: never the hub
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     from graphmem.retrieval.mining import mine
