@@ -29,7 +29,7 @@ from graphmem.retrieval.indexes import Indexes
 from graphmem.retrieval.question import Question, parse_question
 from graphmem.stores.base import GraphStore, Path, Step
 
-CHUNK_CANDIDATES = 200  # chunk hits fetched per lexical / vector retriever
+CHUNK_CANDIDATES = 100  # chunk hits fetched per lexical / vector retriever
 NODE_CANDIDATES = 50  # node candidates each retriever hands to fusion
 LEXICAL_SEEDS = 5  # best lexical and vector nodes that join the graph retriever's seeds
 RERANK_DEPTH = 15  # fused candidates the cross-encoder reorders

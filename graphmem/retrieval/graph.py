@@ -26,7 +26,7 @@ import scipy.sparse as sp
 
 from graphmem.model import Node, NodeKind, RelType
 from graphmem.retrieval.question import Question
-from graphmem.stores.base import Edge, GraphStore, Path, Step
+from graphmem.stores.base import Edge, GraphStore, Hub, Path, Step
 
 if TYPE_CHECKING:
     from graphmem.retrieval.embed import Embedder
@@ -53,7 +53,7 @@ AGAINST_DIRECTION = 0.25  # weight of a directed relationship walked away from t
 MAX_DEPTH = 4
 MAX_NODES = 2500
 DEEP_LIMIT = 400  # the fourth hop is taken only when three reached fewer nodes than this
-HUB_DEGREE = 60  # past this many relationships a node is a hub (see _prune_hub)
+HUB_DEGREE = 60  # past this many relationships a node is a hub (see stores.base.Hub)
 HUB_TYPE_LIMIT = 15
 FUZZY_MIN_LENGTH = 5
 FUZZY_CUTOFF = 88.0  # rapidfuzz ratio: one or two typos in a word of 6-12 letters
@@ -327,20 +327,21 @@ class GraphRetriever:
                      if not (kind is NodeKind.INCIDENT and q.incident_numbers)
                      and not (kind is NodeKind.DECISION and q.adr_numbers)
                      and not any(cat.nodes.get(key, (None,))[0] is kind for key in linked)]
-        emphasised = {t.value for t in q.rel_types}
+        # A node with very many relationships (a service with thousands of files) is crossed only by
+        # the types the question names and by its rarer types (owners, dependencies).
+        hub = Hub(HUB_DEGREE, HUB_TYPE_LIMIT, frozenset(t.value for t in q.rel_types))
         for level in range(MAX_DEPTH):
             if not frontier or len(parent) >= MAX_NODES:
                 break
             if level == MAX_DEPTH - 1 and len(parent) > DEEP_LIMIT:
                 break  # the last hop only out of a small neighbourhood
             by_origin: dict[str, list[Edge]] = {}
-            for edge in self.store.expand(frontier, as_of=as_of):
+            for edge in self.store.expand(frontier, as_of=as_of, hub=hub):
                 if admitted(edge.other):
                     by_origin.setdefault(edge.origin, []).append(edge)
             nxt: list[str] = []
             for origin in frontier:
-                for edge in sorted(_prune_hub(by_origin.get(origin, []), emphasised),
-                                   key=lambda e: (e.step.type, e.other)):
+                for edge in sorted(by_origin.get(origin, []), key=lambda e: (e.step.type, e.other)):
                     edges.append(edge)
                     if edge.other not in parent and len(parent) < MAX_NODES:
                         parent[edge.other] = (edge.origin, edge.step)
@@ -418,17 +419,6 @@ def edge_weights(q: Question) -> dict[str, float]:
     """Weight of each relationship type for this question: its base weight, more if the question names it."""
     emphasis = {t.value: w for t, w in q.rel_types.items()}
     return {t: base * (1.0 + EMPHASIS * min(1.0, emphasis.get(t, 0.0))) for t, base in BASE_WEIGHTS.items()}
-
-
-def _prune_hub(edges: list[Edge], emphasised: set[str]) -> list[Edge]:
-    """A node with very many relationships (a service with thousands of files) is crossed only by
-    the types the question names and by its rarer types (owners, dependencies)."""
-    if len(edges) <= HUB_DEGREE:
-        return edges
-    per_type: dict[str, int] = {}
-    for e in edges:
-        per_type[e.step.type] = per_type.get(e.step.type, 0) + 1
-    return [e for e in edges if e.step.type in emphasised or per_type[e.step.type] <= HUB_TYPE_LIMIT]
 
 
 def _cheapest_paths(edges: list[Edge], start: dict[str, float], weights: dict[str, float],

@@ -146,6 +146,33 @@ class Keep:
 
 
 @dataclass(frozen=True, slots=True)
+class Hub:
+    """How graph retrieval crosses a hub: a node with more than ``degree`` relationships keeps only
+    those of the types in ``keep`` and of its types with at most ``type_limit`` relationships (a
+    service's owners and dependencies, not its thousands of files)."""
+
+    degree: int
+    type_limit: int
+    keep: frozenset[str] = frozenset()
+
+    def thin(self, edges: list[Edge]) -> list[Edge]:
+        """``edges`` of several origins, thinned per origin."""
+        by_origin: dict[str, list[Edge]] = {}
+        for e in edges:
+            by_origin.setdefault(e.origin, []).append(e)
+        out: list[Edge] = []
+        for group in by_origin.values():
+            if len(group) <= self.degree:
+                out += group
+                continue
+            per_type: dict[str, int] = {}
+            for e in group:
+                per_type[e.step.type] = per_type.get(e.step.type, 0) + 1
+            out += [e for e in group if e.step.type in self.keep or per_type[e.step.type] <= self.type_limit]
+        return out
+
+
+@dataclass(frozen=True, slots=True)
 class Edge:
     """A relationship seen from one of its ends (what ``incident_edges`` returns)."""
 
@@ -210,9 +237,10 @@ class GraphStore(Protocol):
     ) -> list[Edge]:
         """Relationships valid at ``as_of`` touching ``keys`` whose other end is also valid."""
 
-    def expand(self, keys: Sequence[str], *, as_of: str | None = None) -> list[Edge]:
+    def expand(self, keys: Sequence[str], *, as_of: str | None = None, hub: Hub | None = None) -> list[Edge]:
         """One step of graph retrieval: every relationship (either direction) valid at ``as_of``
-        touching ``keys`` whose other end is valid too (Neo4j: ``cypher/retrieval/expand.cypher``)."""
+        touching ``keys`` whose other end is valid too (Neo4j: ``cypher/retrieval/expand.cypher``).
+        With ``hub``, a node's relationships are thinned as ``Hub.thin`` says."""
 
     def neighbors(self, key: str, *, depth: int = 1, rel_types: Sequence[str] | None = None,
                   direction: Direction = "both", as_of: str | None = None, limit: int = 100) -> list[Hop]:
@@ -327,8 +355,9 @@ class TraversalMixin:
     """``neighbors``, ``paths``, ``subgraph`` and ``expand`` for any store that implements the fetch
     methods (``get_node(s)``, ``get_relationships``, ``incident_edges``), so every store answers alike."""
 
-    def expand(self, keys: Sequence[str], *, as_of: str | None = None) -> list[Edge]:
-        return self.incident_edges(keys, as_of=as_of)  # type: ignore[attr-defined,no-any-return]
+    def expand(self, keys: Sequence[str], *, as_of: str | None = None, hub: Hub | None = None) -> list[Edge]:
+        edges: list[Edge] = self.incident_edges(keys, as_of=as_of)  # type: ignore[attr-defined]
+        return hub.thin(edges) if hub is not None else edges
 
     def neighbors(
         self,

@@ -34,7 +34,7 @@ from graphmem.model import (
     now_iso,
     to_iso,
 )
-from graphmem.stores.base import Counts, Direction, Edge, Keep, Step, TraversalMixin, WriteSummary
+from graphmem.stores.base import Counts, Direction, Edge, Hub, Keep, Step, TraversalMixin, WriteSummary
 from graphmem.stores.batch import ProvenanceStamper, element_sources, merge_props, prepare_batch
 
 SCHEMA = """
@@ -511,9 +511,10 @@ class EmbeddedStore(TraversalMixin):
                         out.append(Edge(key, Step(u, t, v), other))
             return out
 
-    def expand(self, keys: Sequence[str], *, as_of: str | None = None) -> list[Edge]:
+    def expand(self, keys: Sequence[str], *, as_of: str | None = None, hub: Hub | None = None) -> list[Edge]:
         # incident_edges without the type and direction options, on networkx's adjacency dicts:
-        # graph retrieval calls it on thousands of nodes per question.
+        # graph retrieval calls it on thousands of nodes per question. A hub is thinned before its
+        # edges are made (Hub.thin's rule, counted over the same valid relationships).
         with self._lock:
             self._sync()
             succ, pred, nodes = self._graph._succ, self._graph._pred, self._graph._node
@@ -521,6 +522,7 @@ class EmbeddedStore(TraversalMixin):
             for key in keys:
                 if key not in succ:
                     continue
+                valid: list[tuple[str, str, bool]] = []
                 for adjacency, outgoing in ((succ[key], True), (pred[key], False)):
                     for other, multi in adjacency.items():
                         node = nodes[other]["n"]
@@ -529,8 +531,14 @@ class EmbeddedStore(TraversalMixin):
                         for t, d in multi.items():
                             r = d["r"]
                             if r.valid_to is None if as_of is None else r.valid_at(as_of):
-                                step = Step(key, t, other) if outgoing else Step(other, t, key)
-                                out.append(Edge(key, step, other))
+                                valid.append((other, t, outgoing))
+                if hub is not None and len(valid) > hub.degree:
+                    per_type: dict[str, int] = {}
+                    for _, t, _ in valid:
+                        per_type[t] = per_type.get(t, 0) + 1
+                    valid = [v for v in valid if v[1] in hub.keep or per_type[v[1]] <= hub.type_limit]
+                for other, t, outgoing in valid:
+                    out.append(Edge(key, Step(key, t, other) if outgoing else Step(other, t, key), other))
             return out
 
     def iter_nodes(self, kinds: Iterable[NodeKind] | None = None, *, include_closed: bool = False) -> Iterator[Node]:

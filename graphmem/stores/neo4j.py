@@ -37,7 +37,7 @@ from graphmem.model import (
     now_iso,
     to_iso,
 )
-from graphmem.stores.base import Counts, Direction, Edge, Keep, Step, TraversalMixin, WriteSummary
+from graphmem.stores.base import Hub, Counts, Direction, Edge, Keep, Step, TraversalMixin, WriteSummary
 from graphmem.stores.batch import Batch, ProvenanceStamper, element_sources, prepare_batch
 
 T = TypeVar("T")
@@ -566,11 +566,12 @@ class Neo4jStore(TraversalMixin):
             keys=list(keys), types=list(rel_types) if rel_types is not None else None, as_of=as_of)
         return _edges(rows)
 
-    def expand(self, keys: Sequence[str], *, as_of: str | None = None) -> list[Edge]:
+    def expand(self, keys: Sequence[str], *, as_of: str | None = None, hub: Hub | None = None) -> list[Edge]:
         if not keys:
             return []
         rows = self._read(read_cypher("retrieval/expand.cypher"), keys=list(keys), as_of=as_of)
-        return _edges(rows)
+        edges = _edges(rows)
+        return hub.thin(edges) if hub is not None else edges
 
     def iter_nodes(self, kinds: Iterable[NodeKind] | None = None, *, include_closed: bool = False) -> Iterator[Node]:
         rows = self._read(
