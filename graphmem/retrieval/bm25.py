@@ -28,8 +28,6 @@ from __future__ import annotations
 
 import math
 import operator
-import os
-import tempfile
 import zipfile
 from collections import Counter
 from collections.abc import Iterable
@@ -40,6 +38,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from graphmem.errors import StoreError
+from graphmem.retrieval.files import save_npz_atomic
 from graphmem.retrieval.tokenize import tokenize
 
 __all__ = ["BM25Index", "IdfKind"]
@@ -280,16 +279,7 @@ class BM25Index:
             # compactly (a numpy string array would pad every term to the longest one).
             "vocab": np.frombuffer(vocab, dtype=np.uint8),
         }
-        fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                np.savez(fh, **arrays)  # type: ignore[arg-type]
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        save_npz_atomic(path, arrays)
 
     @classmethod
     def load(cls, path: str | Path, *, k1: float = 1.5, b: float = 0.75, idf: IdfKind = "lucene",

@@ -326,18 +326,24 @@ class OnnxEmbedder(_Base):
         return _finish(out)
 
     def _run(self, encs: list[Any]) -> np.ndarray:
-        width = max(len(e.ids) for e in encs)
-        ids = np.zeros((len(encs), width), dtype=np.int64)
-        mask = np.zeros_like(ids)
-        types = np.zeros_like(ids)
-        for r, e in enumerate(encs):
-            n = len(e.ids)
-            ids[r, :n] = e.ids
-            mask[r, :n] = 1
-            types[r, :n] = e.type_ids
+        ids, mask, types = pad_encodings(encs)
         feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
         hidden = self.session.run(None, {k: v for k, v in feed.items() if k in self._inputs})[0]
         return _pool(hidden, mask, self.info.pooling)
+
+
+def pad_encodings(encs: Sequence[Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Token ids, attention mask and token types of ``tokenizers`` encodings, padded to the longest."""
+    width = max(len(e.ids) for e in encs)
+    ids = np.zeros((len(encs), width), dtype=np.int64)
+    mask = np.zeros_like(ids)
+    types = np.zeros_like(ids)
+    for row, enc in enumerate(encs):
+        n = len(enc.ids)
+        ids[row, :n] = enc.ids
+        mask[row, :n] = 1
+        types[row, :n] = enc.type_ids
+    return ids, mask, types
 
 
 def _pool(hidden: np.ndarray, mask: np.ndarray, mode: str) -> np.ndarray:

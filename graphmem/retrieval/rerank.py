@@ -201,17 +201,9 @@ class CrossEncoderReranker:
         return tok
 
     def _encode(self, query: str, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        encs = self._tokenizer.encode_batch([(query, t) for t in texts])
-        width = max(len(e.ids) for e in encs)
-        ids = np.zeros((len(encs), width), dtype=np.int64)
-        mask = np.zeros_like(ids)
-        types = np.zeros_like(ids)
-        for row, enc in enumerate(encs):
-            n = len(enc.ids)
-            ids[row, :n] = enc.ids
-            mask[row, :n] = 1
-            types[row, :n] = enc.type_ids
-        return ids, mask, types
+        from graphmem.retrieval.embed import pad_encodings
+
+        return pad_encodings(self._tokenizer.encode_batch([(query, t) for t in texts]))
 
     def _weights_fingerprint(self) -> str:
         """Names the exported file after the weights it came from (size and time stamps, cheap to read),

@@ -13,7 +13,6 @@ the graph is rebuilt once masked ids pass a share of the index.
 from __future__ import annotations
 
 import os
-import tempfile
 import zipfile
 from collections.abc import Iterable
 from pathlib import Path
@@ -22,6 +21,7 @@ import faiss
 import numpy as np
 
 from graphmem.errors import ConfigError, StoreError
+from graphmem.retrieval.files import save_npz_atomic
 
 FORMAT = 1
 # Exact search up to this many vectors (a 100,000 x 384 flat scan takes 15-30 ms on two cores; HNSW
@@ -126,7 +126,7 @@ class VectorIndex:
                      k + len(self._masked))
         if isinstance(index, faiss.IndexHNSWFlat):
             # The candidate list must be wider than what is asked for, or recall drops sharply.
-            params = faiss.SearchParametersHNSW(efSearch=max(HNSW_EF_SEARCH, 2 * fetch))
+            params = faiss.SearchParametersHNSW(efSearch=max(HNSW_EF_SEARCH, 2 * fetch))  # type: ignore[attr-defined]
             scores, rows = index.search(q, fetch, params=params)
         else:
             scores, rows = index.search(q, fetch)
@@ -193,16 +193,7 @@ class VectorIndex:
             arrays["hnsw"] = faiss.serialize_index(index)
             arrays["hnsw_ids"] = self._faiss_ids
             arrays["masked"] = np.fromiter(self._masked, dtype=np.int64, count=len(self._masked))
-        fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                np.savez(fh, **arrays)  # type: ignore[arg-type]
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        save_npz_atomic(path, arrays)
 
     @classmethod
     def load(cls, path: str | Path, *, dim: int, model: str = "",
