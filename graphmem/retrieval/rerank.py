@@ -429,10 +429,16 @@ def train_reranker(store: GraphStore, indexes: Indexes, out_dir: str | Path, *, 
     ``epochs``, ``max_pairs`` triples or ``time_budget`` seconds, whichever comes first.
     """
     import torch
+
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # local weights only: never the hub
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
+    from transformers.utils import logging as hf_logging
 
     from graphmem.retrieval.mining import mine
+
+    # The new classification head is expected to be missing from the encoder's checkpoint: no
+    # load report about it.
+    hf_logging.set_verbosity_error()
 
     started = time.perf_counter()
     note = progress or (lambda stage, done, total: None)
