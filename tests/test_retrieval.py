@@ -199,6 +199,39 @@ def test_unchanged_text_is_never_embedded_twice(embedder: Any, tmp_path: Path) -
     store.close()
 
 
+class OtherModel:
+    """The default embedder under another fingerprint: what a changed embedding model looks like."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.dim, self.name = inner, inner.dim, "other"
+
+    def fingerprint(self) -> str:
+        return self.inner.fingerprint() + "-other"
+
+    def encode(self, texts: Any, kinds: Any = None) -> np.ndarray:
+        return self.inner.encode(texts, kinds=kinds)
+
+    def encode_query(self, text: str) -> np.ndarray:
+        return self.inner.encode_query(text)
+
+
+def test_vectors_of_another_model_are_refused_then_rebuilt(embedder: Any, tmp_path: Path) -> None:
+    store = EmbeddedStore(tmp_path, "model")
+    prov = Provenance("a.py", "test")
+    store.upsert([Node("sym:a.py::f", "f", prov)], [], [Chunk("sym:a.py::f", i, f"text {i}", "code", prov)
+                                                         for i in range(3)])
+    Indexes(tmp_path / "i", embedder=embedder, cache_dir=tmp_path / "cache").sync(store)
+    changed = Indexes(tmp_path / "i", embedder=OtherModel(embedder), cache_dir=tmp_path / "cache")
+    with pytest.raises(StoreError, match="doctor --repair"):
+        changed.vectors.search(embedder.encode_query("text"), 3)
+    assert "the embedder is now" in (changed.verify(store).error or "")
+    changed.reload()  # a fresh process: the sync itself notices the other model
+    report = Indexes(tmp_path / "i", embedder=OtherModel(embedder), cache_dir=tmp_path / "cache").sync(store)
+    changed.reload()
+    assert report.embedded == 3 and changed.verify(store).ok and len(changed.vectors) == 3
+    store.close()
+
+
 # --- the engine on the example organisation, on both stores ----------------------------------------
 
 

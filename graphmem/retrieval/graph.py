@@ -49,6 +49,7 @@ LEXICAL_SEED_WEIGHT = 0.35
 ANCHORED_LEXICAL_SEED_WEIGHT = 0.02
 DESCRIBED_SEED_WEIGHT = 0.6
 OFF_KIND_FACTOR = 0.1
+LATEST_CHANGE_BOOST = 5.0
 AGAINST_DIRECTION = 0.25  # weight of a directed relationship walked away from the answer's end
 MAX_DEPTH = 4
 MAX_NODES = 2500
@@ -354,7 +355,9 @@ class GraphRetriever:
                     result.linked.setdefault(key, "the kind the question describes, next to what it names")
         result.reached = len(parent)
         weights = edge_weights(q)
-        scores = self._pagerank(list(parent), edges, seeds, weights, {t.value: d for t, d in q.directions.items()})
+        factors = _latest_change_factors(edges, cat) if q.latest_change else None
+        scores = self._pagerank(list(parent), edges, seeds, weights, {t.value: d for t, d in q.directions.items()},
+                                factors)
         # Nodes of the kind the question asks for keep their PageRank; the rest are damped, so the
         # score stays the order (fusion may use the scores).
         answer = set(q.answer_kinds)
@@ -379,7 +382,8 @@ class GraphRetriever:
 
     @staticmethod
     def _pagerank(nodes: list[str], edges: list[Edge], seeds: dict[str, float],
-                  weights: dict[str, float], directions: dict[str, str] | None = None) -> dict[str, float]:
+                  weights: dict[str, float], directions: dict[str, str] | None = None,
+                  factors: dict[tuple[str, str, str], float] | None = None) -> dict[str, float]:
         index = {key: i for i, key in enumerate(nodes)}
         rows, cols, vals = [], [], []
         seen: set[tuple[str, str, str]] = set()
@@ -388,7 +392,7 @@ class GraphRetriever:
             if ident in seen or e.step.src not in index or e.step.dst not in index:
                 continue
             seen.add(ident)
-            w = weights.get(e.step.type, 0.5)
+            w = weights.get(e.step.type, 0.5) * (factors.get(ident, 1.0) if factors else 1.0)
             a, b = index[e.step.src], index[e.step.dst]
             # A relationship read with a direction ("which services depend on auth") is walked
             # mostly towards the answer's end.
@@ -419,6 +423,23 @@ def edge_weights(q: Question) -> dict[str, float]:
     """Weight of each relationship type for this question: its base weight, more if the question names it."""
     emphasis = {t.value: w for t, w in q.rel_types.items()}
     return {t: base * (1.0 + EMPHASIS * min(1.0, emphasis.get(t, 0.0))) for t, base in BASE_WEIGHTS.items()}
+
+
+def _latest_change_factors(edges: list[Edge], cat: Catalog) -> dict[tuple[str, str, str], float]:
+    """For "who last changed X": of the commits that changed each symbol or file, the newest one's
+    change relationship weighs ``LATEST_CHANGE_BOOST`` times more, the older ones a tenth."""
+    newest: dict[str, tuple[str, tuple[str, str, str]]] = {}
+    changes: list[tuple[str, str, str]] = []
+    for e in edges:
+        if e.step.type not in (RelType.MODIFIED.value, RelType.CHANGED.value):
+            continue
+        ident = (e.step.src, e.step.type, e.step.dst)
+        changes.append(ident)
+        when = cat.nodes.get(e.step.src, (None, "", None))[2] or ""
+        if when > newest.get(e.step.dst, ("", ident))[0]:
+            newest[e.step.dst] = (when, ident)
+    latest = {ident for _, ident in newest.values()}
+    return {ident: LATEST_CHANGE_BOOST if ident in latest else 0.1 for ident in changes}
 
 
 def _cheapest_paths(edges: list[Edge], start: dict[str, float], weights: dict[str, float],

@@ -169,6 +169,15 @@ class Indexes:
 
     @property
     def vectors(self) -> VectorIndex:
+        """The vector index, for searching: one built by another embedder is an error, not an empty
+        index (``sync`` rebuilds it)."""
+        index = self._load_vectors()
+        if index.replaced_model:
+            raise StoreError(f"the vector index holds vectors of {index.replaced_model}, not of "
+                             f"{self.embedder.fingerprint()}: run `graphmem doctor --repair` (or ingest again)")
+        return index
+
+    def _load_vectors(self) -> VectorIndex:
         if self._vectors is None:
             emb = self.embedder
             self._vectors = VectorIndex.load(self.vectors_path, dim=emb.dim, model=emb.fingerprint(),
@@ -188,6 +197,16 @@ class Indexes:
         except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
             raise StoreError(f"vector index {self.vectors_path} is damaged ({exc})") from exc
 
+    def saved_vector_model(self) -> str | None:
+        """The embedder fingerprint the saved vectors were made with."""
+        if not self.vectors_path.exists():
+            return None
+        try:
+            with np.load(self.vectors_path, allow_pickle=False) as data:
+                return str(data["model"][0])
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
+            raise StoreError(f"vector index {self.vectors_path} is damaged ({exc})") from exc
+
     def reload(self) -> None:
         """Forget loaded indexes (another process may have synced)."""
         self._bm25 = self._vectors = None
@@ -204,6 +223,9 @@ class Indexes:
         digests = {cid: text_digest(t) for cid, t in texts.items()}
         try:
             indexed = {} if full else self.saved_vector_ids()
+            # Vectors of another embedder (the model or its settings changed) count as missing.
+            if indexed and self.saved_vector_model() != self.embedder.fingerprint():
+                indexed = {}
         except StoreError:
             indexed = {}
         if full:
@@ -226,8 +248,9 @@ class Indexes:
             bm25.add((cid, texts[cid]) for cid in sorted(bm25_add))
         bm25.save(self.bm25_path)
 
-        vectors = self.vectors if not full else VectorIndex(self.embedder.dim, model=self.embedder.fingerprint(),
-                                                            hnsw_threshold=self.hnsw_threshold)
+        vectors = self._load_vectors() if not full else VectorIndex(
+            self.embedder.dim, model=self.embedder.fingerprint(), hnsw_threshold=self.hnsw_threshold)
+        vectors.replaced_model = None  # what it lacks is embedded now
         self._vectors = vectors
         # Anything the loaded vector file lacks (another model, a damaged file) is embedded too.
         have = vectors.digests()
@@ -274,6 +297,11 @@ class Indexes:
             bm25_ids = BM25Index.load(self.bm25_path).ids()
         except StoreError as exc:
             result.error = str(exc)
+            return result
+        saved_model = self.saved_vector_model()
+        if indexed and saved_model is not None and saved_model != self.embedder.fingerprint():
+            result.error = (f"the vectors were made by {saved_model}; the embedder is now "
+                            f"{self.embedder.fingerprint()}")
             return result
         result.vectors, result.bm25 = len(indexed), len(bm25_ids)
         result.missing_vectors = sorted(set(digests) - set(indexed))

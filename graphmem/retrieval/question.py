@@ -77,6 +77,8 @@ _AFTER = re.compile(r"\b(?:after|since|from)\s+" + _MONTH_YEAR, re.IGNORECASE)
 _IN = re.compile(r"\b(?:in|during)\s+" + _MONTH_YEAR, re.IGNORECASE)
 _AS_OF = re.compile(r"\b(?:as of|at the time of|when)\s+(INC[-_ ]?\d+|ADR[-_ ]?\d+)", re.IGNORECASE)
 _LATEST = re.compile(r"\b(latest|most recent|newest|last)\s+(incident|outage|commit|change|decision|adr)s?\b", re.IGNORECASE)
+_LATEST_CHANGE = re.compile(r"\b(last|latest|most recent(ly)?|recently)\s+(changed|modified|touched|edited|"
+                            r"updated|worked on|change|edit|commit)", re.IGNORECASE)
 _FIRST = re.compile(r"\b(first|earliest|oldest)\s+(incident|outage|commit|change|decision|adr)s?\b", re.IGNORECASE)
 _KIND_OF_WORD = {"incident": NodeKind.INCIDENT, "outage": NodeKind.INCIDENT, "commit": NodeKind.COMMIT,
                  "change": NodeKind.COMMIT, "decision": NodeKind.DECISION, "adr": NodeKind.DECISION}
@@ -123,6 +125,9 @@ class Question:
     # ("which services depend on auth": the dependents), "dst" when it is its end ("what does X call").
     directions: dict[RelType, str] = field(default_factory=dict)
     kind_mentions: tuple[NodeKind, ...] = ()
+    # "who last changed X", "the most recent change to X": of the commits that changed a piece of
+    # code, the newest one matters.
+    latest_change: bool = False
     adr_numbers: tuple[int, ...] = ()
     incident_numbers: tuple[int, ...] = ()
     tickets: tuple[str, ...] = ()
@@ -133,7 +138,7 @@ class Question:
         return {"answer_kinds": [k.value for k in self.answer_kinds],
                 "relationships": {t.value: w for t, w in self.rel_types.items()},
                 "directions": {t.value: d for t, d in self.directions.items()},
-                "kind_mentions": [k.value for k in self.kind_mentions],
+                "kind_mentions": [k.value for k in self.kind_mentions], "latest_change": self.latest_change,
                 "adrs": list(self.adr_numbers), "incidents": list(self.incident_numbers),
                 "tickets": list(self.tickets), "shas": list(self.shas), "time": self.time.as_dict()}
 
@@ -233,6 +238,7 @@ def parse_question(text: str, now: datetime | None = None) -> Question:
             for t in types:
                 q.rel_types[t] = q.rel_types.get(t, 0.0) + 1.0
     q.directions = _directions(text)
+    q.latest_change = bool(_LATEST_CHANGE.search(text))
     q.kind_mentions = tuple(kind for pattern, kind in _KIND_WORDS if pattern.search(text))
     q.adr_numbers = tuple(dict.fromkeys(int(n) for n in ADR_RE.findall(text)))
     q.incident_numbers = tuple(dict.fromkeys(int(n) for n in INCIDENT_RE.findall(text)))

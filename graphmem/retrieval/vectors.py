@@ -58,6 +58,7 @@ class VectorIndex:
         self._faiss_ids = np.zeros(0, dtype=np.int64)
         self._row_of: dict[int, int] = {}
         self._masked: set[int] = set()
+        self.replaced_model: str | None = None  # set by load() when the file held another model's vectors
 
     # --- contents -------------------------------------------------------------------------------
 
@@ -215,7 +216,9 @@ class VectorIndex:
         except (OSError, ValueError, KeyError, zipfile.BadZipFile, EOFError) as exc:
             raise StoreError(f"vector index {path} is damaged ({exc}); run `graphmem doctor --repair`") from exc
         if saved_dim != dim or (model and saved_model != model):
-            # Vectors from another model are useless: start empty, the next sync re-embeds.
+            # Vectors from another model are useless: start empty (the next sync re-embeds) and
+            # say so, so that a search does not quietly find nothing.
+            index.replaced_model = saved_model or f"a {saved_dim}-dimensional model"
             return index
         if vectors.shape != (len(ids), dim) or len(digests) != len(ids):
             raise StoreError(f"vector index {path} is inconsistent; run `graphmem doctor --repair`")
