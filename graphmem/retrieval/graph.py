@@ -365,7 +365,10 @@ class GraphRetriever:
         # ("which commit caused INC-042" is not answered by INC-042), and rarely when it asks how
         # they relate to others of their kind through a directed relationship ("which services
         # depend on auth", "who calls X", "what replaced ADR-3"): there they are the subjects.
-        result.subjects = {key for key in linked if q.directions and cat.nodes.get(key, (None,))[0] in answer}
+        # Only what the question names outright (an id, a name) is a subject; a title it resembles
+        # may well be the answer ("which decision superseded ADR-14 (Cache inventory reads ...)").
+        result.subjects = {key for key, (_, why) in linked.items()
+                           if q.directions and why.startswith("names ") and cat.nodes.get(key, (None,))[0] in answer}
         final = {key: s if not answer or cat.nodes.get(key, (None,))[0] in answer else s * OFF_KIND_FACTOR
                  for key, s in scores.items() if not (answer and key in linked
                                                        and cat.nodes.get(key, (None,))[0] not in answer)}
