@@ -201,6 +201,13 @@ _DIRECTED_VERBS: list[tuple[re.Pattern[str], RelType]] = [
 _ASKS_OBJECT = re.compile(r"\b(what|which\s+\w+|who(m)?)\s+(does|do|did|is|are|was|were)\s+\S+", re.IGNORECASE)
 
 
+_WHO = (NodeKind.PERSON, NodeKind.TEAM)
+_WHO_RELATES = re.compile(r"\bwho\s+(else\s+|still\s+|directly\s+)?(calls?|invokes?|depends?|supersed|replac)",
+                          re.IGNORECASE)
+_KIND_OF_RELATION = {RelType.CALLS: (NodeKind.SYMBOL,), RelType.DEPENDS_ON: (NodeKind.SERVICE,),
+                     RelType.SUPERSEDES: (NodeKind.DECISION,)}
+
+
 def _directions(text: str) -> dict[RelType, str]:
     """Which end of a named relationship the answer is, where the wording says so."""
     out: dict[RelType, str] = {}
@@ -213,11 +220,13 @@ def _directions(text: str) -> dict[RelType, str]:
         if m is None or rel in out:
             continue
         after = text[m.end():]
-        by = re.match(r"\s*:?\s*by\s+(\w+)", after, re.IGNORECASE)
+        by = re.match(r"\s*:?\s*by\s+[`'\"(]*(\w+)", after, re.IGNORECASE)
         if by:  # passive: "superseded by which decision" asks for the subject, "called by X" for the object
             out[rel] = "src" if by.group(1).lower() in ("which", "what", "whom", "who") else "dst"
         elif _ASKS_OBJECT.search(text[:m.start()]) and not re.search(r"\b(is|are|was|were)\b", text[:m.start()]):
             out[rel] = "dst"  # "what does X call"
+        elif not re.sub(r"\b(directly|itself|at all|on|in|into)\b|[\s?.!]", "", after, flags=re.IGNORECASE):
+            out[rel] = "dst"  # the verb ends the question: "the functions X calls directly"
         elif re.search(r"\b(which|what|who|list|find|show)\b", text[:m.start()], re.IGNORECASE):
             out[rel] = "src"  # "which services depend on auth"
     return out
@@ -238,6 +247,12 @@ def parse_question(text: str, now: datetime | None = None) -> Question:
             for t in types:
                 q.rel_types[t] = q.rel_types.get(t, 0.0) + 1.0
     q.directions = _directions(text)
+    if not q.answer_kinds or (q.answer_kinds == _WHO and _WHO_RELATES.search(text)):
+        # "what does X call" names no kind, and in "who calls X" the who is code: a directed
+        # relationship joins nodes of one kind.
+        for rel in q.directions:
+            q.answer_kinds = _KIND_OF_RELATION.get(rel, q.answer_kinds)
+            break
     q.latest_change = bool(_LATEST_CHANGE.search(text))
     q.kind_mentions = tuple(kind for pattern, kind in _KIND_WORDS if pattern.search(text))
     q.adr_numbers = tuple(dict.fromkeys(int(n) for n in ADR_RE.findall(text)))
