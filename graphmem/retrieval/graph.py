@@ -50,6 +50,7 @@ ANCHORED_LEXICAL_SEED_WEIGHT = 0.02
 DESCRIBED_SEED_WEIGHT = 0.6
 OFF_KIND_FACTOR = 0.1
 LATEST_CHANGE_BOOST = 5.0
+STEPPED_FROM_WEIGHT = 0.2  # what a relative clause steps away from stays a weak seed
 AGAINST_DIRECTION = 0.25  # weight of a directed relationship walked away from the answer's end
 MAX_DEPTH = 4
 MAX_NODES = 2500
@@ -247,6 +248,13 @@ class GraphRetriever:
                 for j in np.argsort(-sims)[:NAME_MATCHES]:
                     if sims[j] >= NAME_SIMILARITY:
                         add([named[j]], float(sims[j]) * 0.6, f"its name is close in meaning ({sims[j]:.2f})")
+        # "`submit` in clients/go/client.go": of same-named symbols, keep those in the file it names.
+        named_files = {k[5:] for k, (_, why) in out.items() if k.startswith("file:") and why.startswith("names ")}
+        if named_files:
+            in_named = {k for k in out if k.startswith("sym:") and k[4:].split("::")[0] in named_files}
+            for k in [k for k in out if k.startswith("sym:") and k not in in_named and in_named
+                      and k.rsplit("::", 1)[-1].lower() in {j.rsplit("::", 1)[-1].lower() for j in in_named}]:
+                del out[k]
         # Decision and incident titles the question paraphrases closely.
         qwords = set(words) - _STOP
         for key, title in cat.titles:
@@ -348,6 +356,17 @@ class GraphRetriever:
                         parent[edge.other] = (edge.origin, edge.step)
                         nxt.append(edge.other)
             frontier = sorted(set(nxt))
+            if q.step and level == 0:
+                # "who last changed the function that calls X": X's callers become the seeds.
+                rel, end = q.step
+                named = [key for key, (_, why) in linked.items() if why.startswith("names ")]
+                stepped = sorted({e.other for key in named for e in by_origin.get(key, [])
+                                  if e.step.type == rel.value and (e.step.src if end == "src" else e.step.dst) == e.other})
+                for key in stepped:
+                    seeds[key] = max(seeds.get(key, 0.0), 1.0 / len(stepped))
+                    result.linked.setdefault(key, f"one {rel.value} step from what the question names")
+                for key in named if stepped else ():
+                    seeds[key] *= STEPPED_FROM_WEIGHT
             if described and level == 0:
                 near = [key for key in frontier if cat.nodes.get(key, (None,))[0] in described]
                 for key in near:
@@ -370,14 +389,25 @@ class GraphRetriever:
         result.subjects = {key for key, (_, why) in linked.items()
                            if q.directions and why.startswith("names ") and cat.nodes.get(key, (None,))[0] in answer}
         final = {key: s if not answer or cat.nodes.get(key, (None,))[0] in answer else s * OFF_KIND_FACTOR
-                 for key, s in scores.items() if not (answer and key in linked
+                 for key, s in scores.items() if not (answer and key in result.linked
                                                        and cat.nodes.get(key, (None,))[0] not in answer)}
         for key in result.subjects & set(final):
             final[key] *= OFF_KIND_FACTOR
+        # Nodes of the asked kind come first: the others are scaled below the weakest of them, so
+        # the scores still give the order (fusion may read them).
+        if answer:
+            asked = [v for key, v in final.items() if cat.nodes.get(key, (None,))[0] in answer
+                     and key not in result.subjects]
+            others = [v for key, v in final.items() if cat.nodes.get(key, (None,))[0] not in answer
+                      or key in result.subjects]
+            if asked and others and max(others) >= min(asked):
+                scale = OFF_KIND_FACTOR * min(asked) / max(others)
+                final = {key: v * scale if (cat.nodes.get(key, (None,))[0] not in answer or key in result.subjects)
+                         else v for key, v in final.items()}
         top = sorted(final, key=lambda key: (-final[key], key))[:k]
         # Evidence: the cheapest path from a seed, a relationship costing the inverse of its weight,
         # so paths through what the question asks about win over incidental ones.
-        parent.update(_cheapest_paths(edges, {key: (0.0 if key in linked else 2.0) for key in seeds}, weights,
+        parent.update(_cheapest_paths(edges, {key: (0.0 if key in result.linked else 2.0) for key in seeds}, weights,
                                       targets=set(top)))
         for key in top:
             result.hits.append(GraphHit(key, float(final[key]), _path_to(key, parent)))

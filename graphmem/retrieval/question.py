@@ -79,6 +79,8 @@ _AS_OF = re.compile(r"\b(?:as of|at the time of|when)\s+(INC[-_ ]?\d+|ADR[-_ ]?\
 _LATEST = re.compile(r"\b(latest|most recent|newest|last)\s+(incident|outage|commit|change|decision|adr)s?\b", re.IGNORECASE)
 _LATEST_CHANGE = re.compile(r"\b(last|latest|most recent(ly)?|recently)\s+(changed|modified|touched|edited|"
                             r"updated|worked on|change|edit|commit)", re.IGNORECASE)
+_RELATIVE_STEP = re.compile(r"\bthe\s+(function|method|code|endpoint|handler|service|caller|routine)s?\s+"
+                            r"(that|which)\s+(calls?|invokes?|depends?\s+on)\b", re.IGNORECASE)
 _FIRST = re.compile(r"\b(first|earliest|oldest)\s+(incident|outage|commit|change|decision|adr)s?\b", re.IGNORECASE)
 _KIND_OF_WORD = {"incident": NodeKind.INCIDENT, "outage": NodeKind.INCIDENT, "commit": NodeKind.COMMIT,
                  "change": NodeKind.COMMIT, "decision": NodeKind.DECISION, "adr": NodeKind.DECISION}
@@ -128,6 +130,9 @@ class Question:
     # "who last changed X", "the most recent change to X": of the commits that changed a piece of
     # code, the newest one matters.
     latest_change: bool = False
+    # "the function that calls X": the question's way in is not X but the nodes one directed step
+    # from it (here X's callers). The relationship, and which end of it those nodes are.
+    step: tuple[RelType, str] | None = None
     adr_numbers: tuple[int, ...] = ()
     incident_numbers: tuple[int, ...] = ()
     tickets: tuple[str, ...] = ()
@@ -139,6 +144,7 @@ class Question:
                 "relationships": {t.value: w for t, w in self.rel_types.items()},
                 "directions": {t.value: d for t, d in self.directions.items()},
                 "kind_mentions": [k.value for k in self.kind_mentions], "latest_change": self.latest_change,
+                "step": [self.step[0].value, self.step[1]] if self.step else None,
                 "adrs": list(self.adr_numbers), "incidents": list(self.incident_numbers),
                 "tickets": list(self.tickets), "shas": list(self.shas), "time": self.time.as_dict()}
 
@@ -254,6 +260,9 @@ def parse_question(text: str, now: datetime | None = None) -> Question:
             q.answer_kinds = _KIND_OF_RELATION.get(rel, q.answer_kinds)
             break
     q.latest_change = bool(_LATEST_CHANGE.search(text))
+    if m := _RELATIVE_STEP.search(text):
+        verb = m.group(3).lower()
+        q.step = (RelType.DEPENDS_ON if verb.startswith("depend") else RelType.CALLS, "src")
     q.kind_mentions = tuple(kind for pattern, kind in _KIND_WORDS if pattern.search(text))
     q.adr_numbers = tuple(dict.fromkeys(int(n) for n in ADR_RE.findall(text)))
     q.incident_numbers = tuple(dict.fromkeys(int(n) for n in INCIDENT_RE.findall(text)))
