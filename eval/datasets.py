@@ -1,0 +1,372 @@
+"""Adapters for the public multi-hop sets in ``../shared/datasets`` (2WikiMultiHopQA, MuSiQue, HotpotQA).
+
+``load(name)`` reads a set into passages and SPEC.md questions whose gold keys (``doc:<id>``) come
+from the dataset's own supporting-fact annotations; ``import_corpus`` writes the passages (and, for
+MuSiQue, the GPT-3.5 OpenIE triples as a ready-made graph) into a graphmem project.
+
+    python -m eval.datasets musique out/ --triples
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import re
+import sys
+import tempfile
+import time
+import unicodedata
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from graphmem.model import (
+    Chunk,
+    Node,
+    Provenance,
+    Relationship,
+    RelType,
+    doc_key,
+    entity_key,
+    normalise_name,
+    now_iso,
+)
+
+DEFAULT_ROOT = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
+NAMES = ("2wiki", "musique", "hotpotqa")
+EXTRACTOR_VERSION = "1"
+# The OpenIE output lists entity names without types; they all get this one.
+GENERIC_ENTITY_TYPE = "concept"
+OPENIE_FILE = "openie_musique_train_results_ner_gpt-3.5-turbo-1106_1890.json"
+_SLUG_MAX = 80
+
+
+@dataclass(slots=True, frozen=True)
+class Passage:
+    id: str
+    title: str
+    text: str
+
+    @property
+    def key(self) -> str:
+        return doc_key(self.id)
+
+
+@dataclass(slots=True)
+class Dataset:
+    name: str
+    passages: list[Passage]
+    questions: list[dict[str, Any]]
+    # Supporting facts that named no passage of the corpus (should stay empty; see ``check``).
+    unresolved: list[str] = field(default_factory=list)
+
+    def check(self) -> dict[str, Any]:
+        """Counts, and whether every gold key is a passage of the corpus and every id is unique."""
+        keys = [p.key for p in self.passages]
+        known = set(keys)
+        gold = [g for q in self.questions for g in q["gold"]]
+        missing = sorted({g for g in gold if g not in known})
+        return {
+            "dataset": self.name,
+            "passages": len(self.passages),
+            "questions": len(self.questions),
+            "gold_keys": len(gold),
+            "gold_found": sum(g in known for g in gold),
+            "missing_gold": missing,
+            "unresolved_supporting_facts": list(self.unresolved),
+            "duplicate_ids": len(keys) - len(known),
+            "ok": not missing and not self.unresolved and len(keys) == len(known),
+        }
+
+
+# --- ids ----------------------------------------------------------------------------------------
+
+
+def slug(title: str) -> str:
+    """A readable, key-safe form of a title: ASCII lower case words joined by '-'."""
+    ascii_ = unicodedata.normalize("NFKD", title).encode("ascii", "ignore").decode()
+    out = re.sub(r"[^a-z0-9]+", "-", ascii_.lower()).strip("-")[:_SLUG_MAX].rstrip("-")
+    return out or "passage"
+
+
+def _digest(title: str, text: str) -> str:
+    return hashlib.blake2b(f"{title}\n{text}".encode(), digest_size=4).hexdigest()
+
+
+def assign_ids(items: Iterable[tuple[str, str]]) -> list[Passage]:
+    """Passages with unique ids: the title's slug, or for slugs that several passages share (repeated
+    titles, titles differing only in punctuation or accents) the slug plus a hash of title and text,
+    so an id does not depend on file order."""
+    pairs = list(items)
+    counts = Counter(slug(t) for t, _ in pairs)
+    out, seen = [], set()
+    for title, text in pairs:
+        base = slug(title)
+        pid = base if counts[base] == 1 else f"{base}-{_digest(title, text)}"
+        n = 2
+        while pid in seen:  # identical title and text twice: keep both, deterministically by order
+            pid, n = f"{base}-{_digest(title, text)}-{n}", n + 1
+        seen.add(pid)
+        out.append(Passage(pid, title, text))
+    return out
+
+
+# --- loaders ------------------------------------------------------------------------------------
+
+
+def _read(path: Path) -> Any:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _load_2wiki(root: Path) -> Dataset:
+    folder = root / "2wikimultihopqa"
+    passages = assign_ids((p["title"], p["text"]) for p in _read(folder / "2wikimultihopqa_corpus.json"))
+    by_title = {p.title: p for p in passages}  # titles are unique (SOURCE.md); checked by ``check``
+    questions, unresolved = [], []
+    for item in _read(folder / "2wikimultihopqa_first37.json"):
+        titles = list(dict.fromkeys(t for t, _ in item["supporting_facts"]))
+        unresolved += [f"{item['_id']}: {t}" for t in titles if t not in by_title]
+        gold = [by_title[t].key for t in titles if t in by_title]
+        # Hops: the distinct supporting passages (2 for compositional/comparison, 4 for bridge_comparison).
+        questions.append({"id": item["_id"], "question": item["question"], "gold": gold,
+                          "hops": len(titles), "type": item["type"]})
+    return Dataset("2wiki", passages, questions, unresolved)
+
+
+def _load_musique(root: Path) -> Dataset:
+    folder = root / "musique_train_sample"
+    passages = assign_ids((p["title"], p["text"]) for p in _read(folder / "musique_train_corpus.json"))
+    # Titles repeat in MuSiQue, so a supporting paragraph is matched on title and text together.
+    by_content = {(p.title, p.text): p for p in passages}
+    questions, unresolved = [], []
+    for item in _read(folder / "musique_train.json"):
+        gold = []
+        for para in item["paragraphs"]:
+            if not para["is_supporting"]:
+                continue
+            hit = by_content.get((para["title"], para["paragraph_text"]))
+            if hit is None:
+                unresolved.append(f"{item['id']}: {para['title']}")
+            elif hit.key not in gold:
+                gold.append(hit.key)
+        # The id prefix ("2hop", "3hop1", "4hop3") names the composition shape; hops = sub-questions.
+        questions.append({"id": item["id"], "question": item["question"], "gold": gold,
+                          "hops": len(item["question_decomposition"]), "type": item["id"].split("__", 1)[0]})
+    return Dataset("musique", passages, questions, unresolved)
+
+
+def _load_hotpotqa(root: Path) -> Dataset:
+    folder = root / "hotpotqa_train_sample"
+    # The corpus is {title: [sentence, ...]}; sentences after the first carry their leading space.
+    corpus = _read(folder / "hotpotqa_train_corpus.json")
+    passages = assign_ids((title, "".join(sents).strip()) for title, sents in corpus.items())
+    by_title = {p.title: p for p in passages}
+    questions, unresolved = [], []
+    for item in _read(folder / "hotpotqa_train.json"):
+        titles = list(dict.fromkeys(t for t, _ in item["supporting_facts"]))
+        unresolved += [f"{item['_id']}: {t}" for t in titles if t not in by_title]
+        questions.append({"id": item["_id"], "question": item["question"],
+                          "gold": [by_title[t].key for t in titles if t in by_title],
+                          "hops": len(titles), "type": item["type"], "level": item["level"]})
+    return Dataset("hotpotqa", passages, questions, unresolved)
+
+
+_LOADERS = {"2wiki": _load_2wiki, "musique": _load_musique, "hotpotqa": _load_hotpotqa}
+
+
+def load(name: str, root: Path | str = DEFAULT_ROOT) -> Dataset:
+    """One of ``2wiki``, ``musique``, ``hotpotqa`` from ``root`` (default ``<repo>/../shared/datasets``)."""
+    if name not in _LOADERS:
+        raise ValueError(f"unknown dataset {name!r}; choose from {', '.join(NAMES)}")
+    root = Path(root)
+    if not root.is_dir():
+        raise FileNotFoundError(f"dataset folder not found: {root}")
+    return _LOADERS[name](root)
+
+
+def write_questions(dataset: Dataset, path: Path | str) -> Path:
+    """The questions as SPEC.md JSON Lines."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as fh:
+        for q in dataset.questions:
+            fh.write(json.dumps(q, ensure_ascii=False) + "\n")
+    return path
+
+
+# --- import -------------------------------------------------------------------------------------
+
+
+def _provenance(dataset: str, passage_id: str) -> Provenance:
+    return Provenance(source_path=f"dataset:{dataset}/{passage_id}", extractor=f"dataset-{dataset}",
+                      extractor_version=EXTRACTOR_VERSION)
+
+
+def passage_elements(dataset: str, passage: Passage) -> tuple[Node, Chunk]:
+    """The document node and its single chunk (title, blank line, text) for one passage."""
+    prov = _provenance(dataset, passage.id)
+    node = Node(passage.key, passage.title, prov, props={"title": passage.title, "dataset": dataset})
+    chunk = Chunk(passage.key, 0, f"{passage.title}\n\n{passage.text}", "document", prov)
+    return node, chunk
+
+
+def _batches(items: list[Any], size: int) -> Iterable[list[Any]]:
+    for i in range(0, len(items), size):
+        yield items[i:i + size]
+
+
+def openie_graph(dataset: Dataset, openie_path: Path, *, only: set[str] | None = None,
+                 ) -> tuple[list[Node], list[Relationship], dict[str, int]]:
+    """Entity nodes, passage MENTIONS and entity RELATED_TO relationships from the OpenIE file.
+
+    OpenIE docs are matched to passages by exact (title, text), then by their ``passage`` field
+    ("title\\ntext"), then by a title that names one passage only. ``only`` limits the graph to these
+    passage ids (for importing a slice)."""
+    docs = _read(openie_path)["docs"]
+    by_content = {(p.title, p.text): p for p in dataset.passages}
+    by_passage = {f"{p.title}\n{p.text}": p for p in dataset.passages}
+    title_counts = Counter(p.title for p in dataset.passages)
+    by_title = {p.title: p for p in dataset.passages if title_counts[p.title] == 1}
+    stats = Counter(openie_docs=len(docs))
+    entities: dict[str, Node] = {}
+    rels: dict[tuple[str, str, str], Relationship] = {}
+    # Every passage that states an entity or a triple is one of its sources, so withdrawing one
+    # passage closes only what no other passage still says.
+    sources: dict[object, dict[str, None]] = {}
+
+    def entity(name: str, prov: Provenance) -> str | None:
+        name = " ".join(str(name).split())
+        if not normalise_name(name):
+            return None
+        key = entity_key(GENERIC_ENTITY_TYPE, name)
+        if key not in entities:
+            entities[key] = Node(key, name, prov, props={"entity_type": GENERIC_ENTITY_TYPE})
+        sources.setdefault(key, {})[prov.source_path] = None
+        return key
+
+    for doc in docs:
+        passage = by_content.get((doc.get("title"), doc.get("text")))
+        how = "matched_by_text"
+        if passage is None:
+            passage, how = by_passage.get(doc.get("passage", "")), "matched_by_passage_field"
+        if passage is None:
+            passage, how = by_title.get(doc.get("title", "")), "matched_by_title"
+        if passage is None:
+            stats["unmatched_docs"] += 1
+            continue
+        stats[how] += 1
+        if only is not None and passage.id not in only:
+            continue
+        stats["docs_imported"] += 1
+        prov = _provenance(dataset.name, passage.id)
+        mentioned: list[str] = []
+        for name in doc.get("extracted_entities") or []:
+            if isinstance(name, str) and (key := entity(name, prov)):
+                mentioned.append(key)
+        for triple in doc.get("extracted_triples") or []:
+            # GPT output is not always well formed: skip triples that are not [s, p, o] strings.
+            if not isinstance(triple, list) or len(triple) != 3 or not all(isinstance(t, str) for t in triple):
+                stats["malformed_triples"] += 1
+                continue
+            s, p, o = triple
+            src, dst = entity(s, prov), entity(o, prov)
+            if not src or not dst or not p.strip() or src == dst:
+                stats["malformed_triples"] += 1
+                continue
+            mentioned += [src, dst]  # a triple's ends are named by the passage too
+            ident = (src, "RELATED_TO", dst)
+            if ident in rels:  # (src, type, dst) is the identity: keep every predicate stated
+                preds = rels[ident].props["predicate"]
+                if p.strip() not in str(preds).split(" | "):
+                    rels[ident].props["predicate"] = f"{preds} | {p.strip()}"
+                stats["repeated_triples"] += 1
+            else:
+                rels[ident] = Relationship(src, RelType.RELATED_TO, dst, prov, props={"predicate": p.strip()})
+            sources.setdefault(ident, {})[prov.source_path] = None
+        for key in dict.fromkeys(mentioned):
+            ident = (passage.key, "MENTIONS", key)
+            rels.setdefault(ident, Relationship(passage.key, RelType.MENTIONS, key, prov))
+    for key, node in entities.items():
+        node.sources = tuple(sources[key])
+    for ident, rel in rels.items():
+        if ident in sources:
+            rel.sources = tuple(sources[ident])
+    stats["entities"] = len(entities)
+    stats["mentions"] = sum(r.type is RelType.MENTIONS for r in rels.values())
+    stats["related_to"] = sum(r.type is RelType.RELATED_TO for r in rels.values())
+    return list(entities.values()), list(rels.values()), dict(stats)
+
+
+def import_corpus(gm: Any, dataset: Dataset, *, triples: bool = False, batch: int = 2000,
+                  passages: Iterable[Passage] | None = None, root: Path | str = DEFAULT_ROOT,
+                  sync: bool = True) -> dict[str, Any]:
+    """Write the passages (default: all; or ``passages``, a slice) as document nodes with one chunk
+    each, with ``triples`` (MuSiQue only) the OpenIE graph over them, then sync the indexes."""
+    if triples and dataset.name != "musique":
+        raise ValueError(f"OpenIE triples exist for the MuSiQue sample only, not {dataset.name!r}")
+    chosen = list(dataset.passages if passages is None else passages)
+    started = time.perf_counter()
+    report: dict[str, Any] = {"dataset": dataset.name, "passages": len(chosen)}
+    written = Counter()
+    for part in _batches([passage_elements(dataset.name, p) for p in chosen], batch):
+        summary = gm.store.upsert([n for n, _ in part], (), [c for _, c in part])
+        written.update(nodes=summary.nodes, chunks=summary.chunks)
+    if triples:
+        nodes, rels, stats = openie_graph(dataset, Path(root) / "musique_train_sample" / OPENIE_FILE,
+                                          only={p.id for p in chosen})
+        for part in _batches(nodes, batch):
+            written["entity_nodes"] += gm.store.upsert(part, (), ()).nodes
+        for part in _batches(rels, batch):
+            summary = gm.store.upsert((), part, ())
+            written["rels"] += summary.rels
+            written["missing_endpoints"] += summary.missing_endpoints
+        report["triples"] = stats
+    # Graph retrieval rebuilds its name catalog when this stamp moves.
+    gm.store.set_meta({"last_ingested_at": now_iso(), "root": f"dataset:{dataset.name}"})
+    report["written"] = dict(written)
+    if sync:
+        report["index"] = gm.sync_indexes().as_dict()
+    report["seconds"] = round(time.perf_counter() - started, 2)
+    return report
+
+
+# --- command line -------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m eval.datasets", description=__doc__.split("\n\n")[0])
+    parser.add_argument("name", choices=NAMES)
+    parser.add_argument("out_dir", type=Path)
+    parser.add_argument("--root", type=Path, default=DEFAULT_ROOT, help="folder holding the datasets")
+    parser.add_argument("--triples", action="store_true",
+                        help="musique: build the OpenIE graph (in a throwaway embedded store, without "
+                             "indexing) and print its numbers")
+    args = parser.parse_args(argv)
+    if args.triples and args.name != "musique":
+        parser.error("--triples is for musique only")
+    try:
+        dataset = load(args.name, args.root)
+    except (OSError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    path = write_questions(dataset, args.out_dir / f"{args.name}.questions.jsonl")
+    out: dict[str, Any] = {"questions_file": str(path), **dataset.check()}
+    if args.triples:
+        from graphmem.api import Graphmem
+        from graphmem.config import Settings
+
+        with tempfile.TemporaryDirectory() as home:
+            gm = Graphmem(Settings(store="embedded", home=Path(home)), "ds", reranker=None)
+            try:
+                out["import"] = import_corpus(gm, dataset, triples=True, root=args.root, sync=False)
+            finally:
+                gm.close()
+    print(json.dumps(out, indent=2))
+    return 0 if out["ok"] else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
