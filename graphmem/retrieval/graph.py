@@ -388,9 +388,12 @@ class GraphRetriever:
         # may well be the answer ("which decision superseded ADR-14 (Cache inventory reads ...)").
         result.subjects = {key for key, (_, why) in linked.items()
                            if q.directions and why.startswith("names ") and cat.nodes.get(key, (None,))[0] in answer}
+        # Extracted entities ("postgresql", "Lothair II") connect the passages and code that mention
+        # them; they are answers only to a question that asks for entities.
         final = {key: s if not answer or cat.nodes.get(key, (None,))[0] in answer else s * OFF_KIND_FACTOR
                  for key, s in scores.items() if not (answer and key in result.linked
-                                                       and cat.nodes.get(key, (None,))[0] not in answer)}
+                                                       and cat.nodes.get(key, (None,))[0] not in answer)
+                 and (cat.nodes.get(key, (None,))[0] is not NodeKind.ENTITY or NodeKind.ENTITY in answer)}
         for key in result.subjects & set(final):
             final[key] *= OFF_KIND_FACTOR
         # Nodes of the asked kind come first: the others are scaled below the weakest of them, so
