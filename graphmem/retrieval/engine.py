@@ -173,7 +173,7 @@ class Retriever:
             ranking = [h.key for h in result.hits if keep(h.key, None)][:NODE_CANDIDATES]
             cands.rankings["graph"] = ranking
             cands.paths = {h.key: h.path for h in result.hits}
-            if result.linked:  # anchored on nodes the question names: trust the PageRank gaps
+            if result.anchored:  # started from nodes the question names: trust the PageRank gaps
                 cands.graph_scores = {h.key: h.score for h in result.hits}
             cands.subjects = result.subjects
             answer.analysis["linked"] = result.linked

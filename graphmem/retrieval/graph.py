@@ -156,6 +156,7 @@ class GraphResult:
     hits: list[GraphHit]
     seeds: dict[str, float]
     linked: dict[str, str]  # key -> why it was linked
+    anchored: bool = False  # started from organisation nodes the question names (not only entities)
     reached: int = 0
     subjects: set[str] = field(default_factory=set)  # named nodes of the asked kind the question is about
 
@@ -307,11 +308,15 @@ class GraphRetriever:
         seeds = {key: w for key, (w, _) in linked.items()}
         # Lexical and vector hits seed the search when the question names nothing; next to named
         # nodes they only nudge it (as seeds they would outrank what the named nodes lead to).
-        lexical_weight = LEXICAL_SEED_WEIGHT if not seeds else ANCHORED_LEXICAL_SEED_WEIGHT
+        # Extracted entities named in the question ("Lothair II") are where to look, not what the
+        # organisation's graph knows for certain: next to them the passages found by words and
+        # meaning keep their full weight, and the search is not treated as anchored.
+        anchored = any(self.catalog.nodes[key][0] is not NodeKind.ENTITY for key in seeds)
+        lexical_weight = LEXICAL_SEED_WEIGHT if not anchored else ANCHORED_LEXICAL_SEED_WEIGHT
         for rank, key in enumerate(lexical_seeds):
             if key in self.catalog.nodes and key not in seeds:
                 seeds[key] = lexical_weight / (rank + 1)
-        result = GraphResult([], seeds, {key: why for key, (_, why) in linked.items()})
+        result = GraphResult([], seeds, {key: why for key, (_, why) in linked.items()}, anchored=anchored)
         if not seeds:
             return result
         window = q.time
