@@ -163,8 +163,8 @@ def status(ctx: Context, as_json: bool) -> None:
     for typ, n in report["rels"].items():
         click.echo(f"    {typ:<12} {n}")
     ix = report["indexes"]
-    click.echo(f"  indexes: {ix['vectors']} vectors, {ix['bm25']} BM25 documents for {ix['chunks']} chunks: "
-               + ("consistent" if ix["ok"] else f"INCONSISTENT ({_index_problems(ix)}); run `graphmem doctor --repair`"))
+    state = "consistent" if ix["ok"] else f"INCONSISTENT ({_index_problems(ix)}); run `graphmem doctor --repair`"
+    click.echo(f"  indexes: {ix['vectors']} vectors, {ix['bm25']} BM25 documents for {ix['chunks']} chunks: {state}")
     click.echo(f"  last ingested commit: {report['last_ingested_commit'] or '-'}")
     fresh = report["freshness"]
     if fresh.get("head"):
@@ -268,6 +268,16 @@ def eval_group() -> None:
     """Score the retrieval modes on a question set (SPEC.md JSON Lines)."""
 
 
+def _eval_source() -> None:
+    """Make ``eval`` importable: the harness lives in the source tree beside the package, not in
+    the installed wheel."""
+    source = Path(__file__).resolve().parents[1]
+    if not (source / "eval" / "runner.py").is_file():
+        raise GraphmemError("graphmem eval needs a source checkout of graphmem (eval/ is not installed)")
+    if str(source) not in sys.path:
+        sys.path.insert(0, str(source))
+
+
 @eval_group.command("run")
 @click.option("--dataset", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True,
               help="Questions, one JSON object a line: id, question, gold keys, hops, type.")
@@ -278,20 +288,13 @@ def eval_group() -> None:
 @click.option("-k", "k", type=click.IntRange(1, 100), default=10, show_default=True)
 @click.option("--now", default=None, help="Reference date for relative time in questions (YYYY-MM-DD).")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Write report.json (every metric, breakdowns, intervals) into this folder.")
+              help="Write report.json (every metric, breakdowns, intervals), report.md and plots here.")
 @json_option
 @pass_context
 def eval_run(ctx: Context, dataset: Path, corpus: Path | None, modes: str, k: int, now: str | None,
              out: Path | None, as_json: bool) -> None:
     """Run every mode over the questions and report Recall@2/5/10, MRR, nDCG@10 and latency."""
-    import sys as _sys
-
-    # The harness (eval/) lives in the source tree beside the package, not in the installed wheel.
-    source = Path(__file__).resolve().parents[1]
-    if not (source / "eval" / "runner.py").is_file():
-        raise GraphmemError("graphmem eval needs a source checkout of graphmem (eval/ is not installed)")
-    if str(source) not in _sys.path:
-        _sys.path.insert(0, str(source))
+    _eval_source()
     from eval.runner import load_questions, run, spec_summary
 
     wanted = [m.strip() for m in modes.split(",") if m.strip()]
@@ -311,6 +314,11 @@ def eval_run(ctx: Context, dataset: Path, corpus: Path | None, modes: str, k: in
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         (out / "report.json").write_text(json.dumps(report, indent=1), encoding="utf-8")
+        from eval.report import write_markdown, write_plots
+
+        written = [write_markdown(report, out / "report.md"), *write_plots(report, out)]
+        if not as_json:
+            click.echo(f"wrote {out / 'report.json'}, " + ", ".join(w.name for w in written), err=True)
     if as_json:
         click.echo(json.dumps(spec_summary(report), indent=2))
         return
@@ -320,6 +328,32 @@ def eval_run(ctx: Context, dataset: Path, corpus: Path | None, modes: str, k: in
     for mode, m in report["modes"].items():
         click.echo(f"{mode:<14}{m['recall@2']:>7.3f}{m['recall@5']:>7.3f}{m['recall@10']:>7.3f}{m['mrr']:>7.3f}"
                    f"{m['ndcg@10']:>9.3f}{m['all_recall@5']:>8.3f}{m['p50_ms']:>9.1f}{m['p95_ms']:>9.1f}")
+
+
+@eval_group.command("compare")
+@click.argument("baseline", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("candidate", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--tolerance", type=click.FloatRange(0, 1), default=0.01, show_default=True,
+              help="A quality metric regresses when it drops by more than this.")
+@json_option
+def eval_compare(baseline: Path, candidate: Path, tolerance: float, as_json: bool) -> None:
+    """Compare two report.json files (A = BASELINE, B = CANDIDATE); exit 1 when anything regressed."""
+    _eval_source()
+    from eval.report import compare, format_compare
+
+    reports = []
+    for path in (baseline, candidate):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise GraphmemError(f"{path}: not a JSON report ({exc})") from None
+        if not isinstance(data, dict) or not isinstance(data.get("modes"), dict):
+            raise GraphmemError(f"{path}: not an eval report (no 'modes'; use the report.json of `eval run --out`)")
+        reports.append(data)
+    result = compare(reports[0], reports[1], tolerance=tolerance)
+    click.echo(json.dumps(result, indent=2) if as_json else format_compare(result))
+    if result["regressed"]:
+        raise SystemExit(1)
 
 
 @cli.group()
