@@ -50,7 +50,8 @@ ANCHORED_LEXICAL_SEED_WEIGHT = 0.02
 DESCRIBED_SEED_WEIGHT = 0.6
 OFF_KIND_FACTOR = 0.1
 LATEST_CHANGE_BOOST = 5.0
-STEPPED_FROM_WEIGHT = 0.2  # what a relative clause steps away from stays a weak seed
+STEPPED_FROM_WEIGHT = 0.2
+UNANCHORING_KINDS = frozenset({NodeKind.ENTITY, NodeKind.DOCUMENT})  # what a relative clause steps away from stays a weak seed
 AGAINST_DIRECTION = 0.25  # weight of a directed relationship walked away from the answer's end
 MAX_DEPTH = 4
 MAX_NODES = 2500
@@ -157,6 +158,7 @@ class GraphResult:
     seeds: dict[str, float]
     linked: dict[str, str]  # key -> why it was linked
     anchored: bool = False  # started from organisation nodes the question names (not only entities)
+    named: bool = False  # started from anything the question names (passages and entities too)
     reached: int = 0
     subjects: set[str] = field(default_factory=set)  # named nodes of the asked kind the question is about
 
@@ -177,6 +179,10 @@ class GraphRetriever:
         if self._catalog is None or stamp != self._catalog_stamp:
             self._catalog, self._catalog_stamp, self._names = Catalog.build(self.store), stamp, None
         return self._catalog
+
+    def kinds_present(self) -> set[NodeKind]:
+        """The node kinds the project holds."""
+        return set(self.catalog.by_kind)
 
     def _name_vectors(self) -> tuple[list[str], np.ndarray]:
         """Embeddings of the names of services, teams, decisions, incidents and entities (once per
@@ -308,15 +314,16 @@ class GraphRetriever:
         seeds = {key: w for key, (w, _) in linked.items()}
         # Lexical and vector hits seed the search when the question names nothing; next to named
         # nodes they only nudge it (as seeds they would outrank what the named nodes lead to).
-        # Extracted entities named in the question ("Lothair II") are where to look, not what the
-        # organisation's graph knows for certain: next to them the passages found by words and
-        # meaning keep their full weight, and the search is not treated as anchored.
-        anchored = any(self.catalog.nodes[key][0] is not NodeKind.ENTITY for key in seeds)
-        lexical_weight = LEXICAL_SEED_WEIGHT if not anchored else ANCHORED_LEXICAL_SEED_WEIGHT
+        # Extracted entities and passages named in the question ("Lothair II") are where to look,
+        # not what the organisation's graph knows for certain: the search starts there but is not
+        # treated as anchored on the organisation (fusion weighs it less).
+        anchored = any(self.catalog.nodes[key][0] not in UNANCHORING_KINDS for key in seeds)
+        lexical_weight = LEXICAL_SEED_WEIGHT if not seeds else ANCHORED_LEXICAL_SEED_WEIGHT
         for rank, key in enumerate(lexical_seeds):
             if key in self.catalog.nodes and key not in seeds:
                 seeds[key] = lexical_weight / (rank + 1)
-        result = GraphResult([], seeds, {key: why for key, (_, why) in linked.items()}, anchored=anchored)
+        result = GraphResult([], seeds, {key: why for key, (_, why) in linked.items()}, anchored=anchored,
+                             named=bool(linked))
         if not seeds:
             return result
         window = q.time
