@@ -76,3 +76,19 @@ def test_eval_run_command_prints_the_spec_summary(small_org: tuple[Path, Path], 
     assert report["comparisons"]["graph vs bm25"]["recall@5"]["low"] <= report["comparisons"]["graph vs bm25"][
         "recall@5"]["diff"] <= report["comparisons"]["graph vs bm25"]["recall@5"]["high"]
     assert report["modes"]["graph"]["by_type"] and report["modes"]["graph"]["by_hops"]
+
+
+def test_hybrid_beats_each_single_retriever_on_the_musique_sample(embedder: Any, tmp_path: Path) -> None:
+    from eval.datasets import import_corpus, load
+    from tests.conftest import require
+
+    data = REPO.parent / "shared" / "datasets"
+    require(data.is_dir(), f"shared datasets not found at {data}")
+    ds = load("musique", data)
+    gm = Graphmem(Settings(store="embedded", home=tmp_path), "musique", embedder=embedder, reranker=None)
+    import_corpus(gm, ds, triples=True, root=data)
+    report = run(gm, ds.questions, ["bm25", "vector", "hybrid"], dataset="musique")
+    got = {mode: report["modes"][mode]["recall@5"] for mode in ("bm25", "vector", "hybrid")}
+    assert got["hybrid"] >= max(got["bm25"], got["vector"]), got
+    assert got["hybrid"] >= BASELINES["musique"]["hybrid_recall@5"] - TOLERANCE, got
+    gm.close()
