@@ -14,10 +14,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from eval.metrics import found_ranks
 from graphmem.api import Graphmem
 from graphmem.config import Settings
 from graphmem.errors import ConfigError, StoreError
-from graphmem.model import Chunk, Node, Provenance, key_contains
+from graphmem.model import Chunk, Node, Provenance
 from graphmem.retrieval.fusion import PRESETS, reciprocal_rank_fusion
 from graphmem.retrieval.indexes import Indexes
 from graphmem.retrieval.question import parse_question
@@ -263,10 +264,7 @@ def neo4j_module_store(neo4j_schema: Any) -> Iterator[Any]:
 
 
 def found_at(keys: list[str], gold: str) -> int | None:
-    for rank, key in enumerate(keys, start=1):
-        if key_contains(gold, key) or key == gold:
-            return rank
-    return None
+    return found_ranks(keys, [gold])[gold]
 
 
 @pytest.mark.parametrize("mode", ["hybrid", "hybrid-rerank"])

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
-from graphmem.model import NodeKind, RelType
+from graphmem.model import NodeKind, RelType, to_iso
 
 # Words that name what the answer should be ("which team ...", "who ...").
 _ANSWER_PATTERNS: list[tuple[re.Pattern[str], tuple[NodeKind, ...]]] = [
@@ -149,10 +149,6 @@ class Question:
                 "tickets": list(self.tickets), "shas": list(self.shas), "time": self.time.as_dict()}
 
 
-def _iso(d: datetime) -> str:
-    return d.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
 def _month_year(month: str | None, year: str) -> tuple[datetime, datetime] | None:
     """The span of ``[month] year`` as (start, end)."""
     y = int(year)
@@ -178,22 +174,22 @@ def parse_time(text: str, now: datetime) -> TimeFilter:
     if m := _LAST_N.search(text):
         count_word = (m.group(1) or "1").lower()
         count = _WORD_NUM.get(count_word) or int(count_word)
-        tf.start, tf.end, tf.phrase = _iso(now - timedelta(days=count * _UNITS[m.group(2).lower()])), None, m.group(0)
+        tf.start, tf.end, tf.phrase = to_iso(now - timedelta(days=count * _UNITS[m.group(2).lower()])), None, m.group(0)
     elif re.search(r"\byesterday\b", text, re.IGNORECASE):
-        tf.start, tf.phrase = _iso(now - timedelta(days=1)), "yesterday"
+        tf.start, tf.phrase = to_iso(now - timedelta(days=1)), "yesterday"
     elif re.search(r"\bthis year\b", text, re.IGNORECASE):
-        tf.start, tf.phrase = _iso(datetime(now.year, 1, 1, tzinfo=timezone.utc)), "this year"
+        tf.start, tf.phrase = to_iso(datetime(now.year, 1, 1, tzinfo=timezone.utc)), "this year"
     for pattern, side in ((_BEFORE, "end"), (_AFTER, "start"), (_IN, "in")):
         m = pattern.search(text)
         span = _month_year(m.group("m"), m.group("y")) if m else None
         if m is None or span is None:
             continue
         if side == "end":
-            tf.end = _iso(span[0])
+            tf.end = to_iso(span[0])
         elif side == "start":
-            tf.start = _iso(span[1] if m.group(0).lower().startswith("after") else span[0])
+            tf.start = to_iso(span[1] if m.group(0).lower().startswith("after") else span[0])
         else:
-            tf.start, tf.end = _iso(span[0]), _iso(span[1])
+            tf.start, tf.end = to_iso(span[0]), to_iso(span[1])
         tf.phrase = m.group(0)
     return tf
 

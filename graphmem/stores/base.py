@@ -155,6 +155,16 @@ class Hub:
     type_limit: int
     keep: frozenset[str] = frozenset()
 
+    def crossing(self, types: Sequence[str]) -> set[str] | None:
+        """Of one node's relationships (their types, one entry each), the types to follow; ``None``
+        when the node is no hub and every relationship is followed."""
+        if len(types) <= self.degree:
+            return None
+        per_type: dict[str, int] = {}
+        for t in types:
+            per_type[t] = per_type.get(t, 0) + 1
+        return {t for t, n in per_type.items() if t in self.keep or n <= self.type_limit}
+
     def thin(self, edges: list[Edge]) -> list[Edge]:
         """``edges`` of several origins, thinned per origin."""
         by_origin: dict[str, list[Edge]] = {}
@@ -162,13 +172,8 @@ class Hub:
             by_origin.setdefault(e.origin, []).append(e)
         out: list[Edge] = []
         for group in by_origin.values():
-            if len(group) <= self.degree:
-                out += group
-                continue
-            per_type: dict[str, int] = {}
-            for e in group:
-                per_type[e.step.type] = per_type.get(e.step.type, 0) + 1
-            out += [e for e in group if e.step.type in self.keep or per_type[e.step.type] <= self.type_limit]
+            kept = self.crossing([e.step.type for e in group])
+            out += group if kept is None else [e for e in group if e.step.type in kept]
         return out
 
 

@@ -532,11 +532,9 @@ class EmbeddedStore(TraversalMixin):
                             r = d["r"]
                             if r.valid_to is None if as_of is None else r.valid_at(as_of):
                                 valid.append((other, t, outgoing))
-                if hub is not None and len(valid) > hub.degree:
-                    per_type: dict[str, int] = {}
-                    for _, t, _ in valid:
-                        per_type[t] = per_type.get(t, 0) + 1
-                    valid = [v for v in valid if v[1] in hub.keep or per_type[v[1]] <= hub.type_limit]
+                kept = hub.crossing([t for _, t, _ in valid]) if hub is not None else None
+                if kept is not None:
+                    valid = [v for v in valid if v[1] in kept]
                 for other, t, outgoing in valid:
                     out.append(Edge(key, Step(key, t, other) if outgoing else Step(other, t, key), other))
             return out
