@@ -149,11 +149,38 @@ class Graphmem:
             out["after"] = self.check_indexes().as_dict()
         return out
 
+    def status(self) -> dict[str, Any]:
+        """Counts by kind and type, the last ingested commit against the repository's HEAD
+        (freshness) and index consistency: what ``graphmem status`` and the MCP ``status`` show."""
+        store = self.store
+        report: dict[str, Any] = {
+            "project": self.project,
+            "store": self.settings.store,
+            **store.counts().as_dict(),
+            "last_ingested_commit": store.get_meta("last_commit"),
+            "last_ingested_at": store.get_meta("last_ingested_at"),
+            "root": store.get_meta("root"),
+            "indexes": self.check_indexes().as_dict(),
+        }
+        report["freshness"] = freshness(report["root"], report["last_ingested_commit"])
+        return report
+
     def close(self) -> None:
         if self._store is not None:
             self._store.close()
             self._store = None
         self._retriever = None
+
+
+def freshness(root: str | None, last_commit: str | None) -> dict[str, Any]:
+    """Whether the graph is behind the repository it was ingested from (HEAD or working tree)."""
+    from extractors.git import head_commit, is_git_repo, working_tree_dirty
+
+    if not root or not Path(root).is_dir() or not is_git_repo(root):
+        return {"head": None, "up_to_date": None, "dirty": None}
+    head = head_commit(root)
+    dirty = working_tree_dirty(root)
+    return {"head": head, "dirty": dirty, "up_to_date": head == last_commit and not dirty}
 
 
 def _load_reranker(home: Path, project: str) -> Reranker | None:

@@ -138,20 +138,9 @@ def status(ctx: Context, as_json: bool) -> None:
     project = ctx.project()
     gm = ctx.graphmem(project)
     try:
-        store = gm.store
-        counts = store.counts()
-        report: dict[str, Any] = {
-            "project": project,
-            "store": ctx.settings.store,
-            **counts.as_dict(),
-            "last_ingested_commit": store.get_meta("last_commit"),
-            "last_ingested_at": store.get_meta("last_ingested_at"),
-            "root": store.get_meta("root"),
-            "indexes": gm.check_indexes().as_dict(),
-        }
+        report = gm.status()
     finally:
         gm.close()
-    report["freshness"] = _freshness(report["root"], report["last_ingested_commit"])
     if as_json:
         click.echo(json.dumps(report, indent=2, sort_keys=True))
         return
@@ -413,15 +402,31 @@ def _parse_date(value: str | None) -> datetime | None:
     return day if day.tzinfo else day.replace(tzinfo=timezone.utc)
 
 
-def _freshness(root: str | None, last_commit: str | None) -> dict[str, Any]:
-    """Whether the graph is behind the repository it was ingested from (HEAD or working tree)."""
-    from extractors.git import head_commit, is_git_repo, working_tree_dirty
+@cli.command()
+@click.option("--transport", type=click.Choice(["stdio", "http"]), default="stdio", show_default=True,
+              help="stdio for an agent that starts the server; http (streamable HTTP) for a long-running one.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="HTTP: address to listen on.")
+@click.option("--port", type=click.IntRange(1, 65535), default=None, help="HTTP: port (default 8765).")
+@click.option("--ingest-root", "ingest_roots", multiple=True,
+              type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="Folder under which the `ingest` tool may read (repeatable; also GRAPHMEM_INGEST_ROOTS). "
+                   "Without one, `ingest` is refused.")
+@click.option("--allowed-host", "allowed_hosts", multiple=True,
+              help="HTTP: Host header values to accept, e.g. graphmem:8765 (DNS-rebinding protection; "
+                   "loopback hosts are protected by default).")
+@pass_context
+def serve(ctx: Context, transport: str, host: str, port: int | None, ingest_roots: tuple[Path, ...],
+          allowed_hosts: tuple[str, ...]) -> None:
+    """Run the MCP server for agents (tools: search, explain, get_node, neighbors, cypher, ingest, status)."""
+    from graphmem.mcp_server import DEFAULT_PORT, default_ingest_roots
+    from graphmem.mcp_server import serve as run_server
 
-    if not root or not Path(root).is_dir() or not is_git_repo(root):
-        return {"head": None, "up_to_date": None, "dirty": None}
-    head = head_commit(root)
-    dirty = working_tree_dirty(root)
-    return {"head": head, "dirty": dirty, "up_to_date": head == last_commit and not dirty}
+    project = ctx.project()
+    if transport == "http":
+        click.echo(f"graphmem: MCP server for project {project} ({ctx.settings.store} store) on "
+                   f"http://{host}:{port or DEFAULT_PORT}/mcp", err=True)
+    run_server(ctx.settings, project, transport=transport, host=host, port=port or DEFAULT_PORT,
+               ingest_roots=list(ingest_roots) or default_ingest_roots(), allowed_hosts=allowed_hosts)
 
 
 @cli.group()

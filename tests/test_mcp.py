@@ -1,0 +1,231 @@
+"""The MCP server end to end: the SDK's own client over stdio (embedded store) and streamable HTTP
+(Neo4j), a raw stdio exchange whose stdout must hold protocol messages only, and the tools'
+behaviour in process."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
+from graphmem.api import Graphmem
+from graphmem.config import Settings
+from graphmem.mcp_server import CONTENT_NOTICE, Service, build_server
+
+TOOLS = {"search", "explain", "get_node", "neighbors", "cypher", "ingest", "status"}
+
+
+def question(facts: dict[str, Any], qid: str) -> tuple[str, list[str]]:
+    q = next(q for q in facts["questions"] if q["id"] == qid)
+    return q["question"], q["gold"]
+
+
+def payload(result: Any) -> dict[str, Any]:
+    """A tool result's JSON object (the structured content, checked against the text block)."""
+    assert not result.is_error, result.content[0].text
+    data = json.loads(result.content[0].text)
+    assert result.structured_content == data
+    return data
+
+
+def cli_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.setdefault("NEO4J_URI", "bolt://127.0.0.1:7687")
+    env.setdefault("NEO4J_PASSWORD", "graphmem-local")
+    return env
+
+
+@pytest.fixture(scope="module")
+def acme_home(tmp_path_factory: pytest.TempPathFactory, example_org: tuple[Path, dict[str, Any]]) -> Path:
+    """The example organisation ingested into an embedded home (project acme)."""
+    home = tmp_path_factory.mktemp("mcp-home")
+    with Graphmem(Settings(store="embedded", home=home), "acme") as gm:
+        gm.ingest(example_org[0])
+    return home
+
+
+def test_stdio_with_the_sdk_client(acme_home: Path, example_org: tuple[Path, dict[str, Any]]) -> None:
+    text, gold = question(example_org[1], "org-4")
+    params = StdioServerParameters(command=sys.executable, env=cli_env(),
+                                   args=["-m", "graphmem.cli", "--home", str(acme_home), "--project", "acme", "serve"])
+
+    async def session() -> None:
+        async with Client(params, read_timeout_seconds=120) as client:
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            assert TOOLS <= set(tools)
+            assert tools["search"].annotations.read_only_hint is True
+            assert tools["ingest"].annotations.read_only_hint is False
+            answer = payload(await client.call_tool("search", {"question": text, "k": 5}))
+            assert gold[0] in [hit["key"] for hit in answer["results"][:2]]
+            top = answer["results"][0]
+            assert "text" not in top and top["untrusted_text"]
+            assert top["provenance"]["extractor"] and answer["content_notice"] == CONTENT_NOTICE
+            resources = {str(r.uri) for r in (await client.list_resources()).resources}
+            assert {"graphmem://schema", "graphmem://queries"} <= resources
+            schema = json.loads((await client.read_resource("graphmem://schema")).contents[0].text)
+            assert schema["relationships"]["CAUSED_BY"]["from"] == ["incident"]
+
+    asyncio.run(session())
+
+
+def test_stdio_stdout_carries_only_protocol_messages(acme_home: Path, example_org: tuple[Path, dict[str, Any]],
+                                                     tmp_path: Path) -> None:
+    """Ingest (progress, model loading, logging) and search through a raw stdio exchange: every
+    line the server writes to stdout is a JSON-RPC message."""
+    home = tmp_path / "fresh"
+    text, gold = question(example_org[1], "org-4")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "graphmem.cli", "--home", str(home), "--project", "acme", "serve",
+         "--ingest-root", str(example_org[0].parent)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env())
+    assert proc.stdin and proc.stdout
+    requests = [
+        {"method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                                            "clientInfo": {"name": "raw-test", "version": "0"}}},
+        {"method": "notifications/initialized"},
+        {"method": "tools/call", "params": {"name": "ingest", "arguments": {"path": str(example_org[0])}}},
+        {"method": "tools/call", "params": {"name": "ingest", "arguments": {"path": str(tmp_path)}}},
+        {"method": "tools/call", "params": {"name": "search", "arguments": {"question": text, "k": 3}}},
+    ]
+    replies: dict[int, dict[str, Any]] = {}
+    try:
+        for ident, request in enumerate(requests):
+            message = {"jsonrpc": "2.0", **request}
+            if not request["method"].startswith("notifications/"):
+                message["id"] = ident
+            proc.stdin.write(json.dumps(message) + "\n")
+            proc.stdin.flush()
+            while "id" in message and ident not in replies:
+                line = proc.stdout.readline()
+                assert line, "the server closed stdout"
+                reply = json.loads(line)  # anything that is not JSON fails here
+                assert reply["jsonrpc"] == "2.0"
+                if "id" in reply:
+                    replies[reply["id"]] = reply
+        proc.stdin.close()
+        rest = proc.stdout.read()
+        assert proc.wait(timeout=60) == 0
+    finally:
+        proc.kill()
+    for line in rest.splitlines():
+        assert json.loads(line)["jsonrpc"] == "2.0"
+    ingested = json.loads(replies[2]["result"]["content"][0]["text"])
+    assert ingested["written"]["nodes"] > 100 and not replies[2]["result"].get("isError")
+    refused = replies[3]["result"]
+    assert refused["isError"] and "ingest is limited to folders under" in refused["content"][0]["text"]
+    hits = json.loads(replies[4]["result"]["content"][0]["text"])["results"]
+    assert gold[0] in [h["key"] for h in hits[:2]]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def http_server(neo4j_store_factory: Any, example_org: tuple[Path, dict[str, Any]], tmp_path: Path) -> Iterator[str]:
+    """``graphmem serve --transport http`` over the example organisation in Neo4j; yields the URL."""
+    store = neo4j_store_factory("mcp")
+    home = tmp_path / "home"
+    gm = Graphmem(Settings(store="neo4j", home=home), store.project, store=store)
+    gm.ingest(example_org[0])
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "graphmem.cli", "--store", "neo4j", "--home", str(home), "--project", store.project,
+         "serve", "--transport", "http", "--port", str(port)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env())
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as response:
+                    assert json.loads(response.read())["project"] == store.project
+                    break
+            except OSError:
+                assert proc.poll() is None, proc.communicate()[1]
+                assert time.monotonic() < deadline, "the HTTP server did not answer within 60 s"
+                time.sleep(0.3)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        gm.close()
+
+
+@pytest.mark.neo4j
+def test_http_with_the_sdk_client_on_neo4j(http_server: str, example_org: tuple[Path, dict[str, Any]]) -> None:
+    text, gold = question(example_org[1], "org-5")
+    services = sorted(example_org[1]["services"])
+
+    async def session() -> None:
+        async with Client(http_server, read_timeout_seconds=120) as client:
+            assert TOOLS <= {t.name for t in (await client.list_tools()).tools}
+            answer = payload(await client.call_tool("search", {"question": text, "k": 5}))
+            assert gold[0] in [hit["key"] for hit in answer["results"][:2]]
+            rows = payload(await client.call_tool("cypher", {
+                "query": "MATCH (s:Service {project: $project}) RETURN s.key AS key ORDER BY key"}))
+            assert [r["key"] for r in rows["untrusted_rows"]] == services
+            refused = await client.call_tool("cypher", {"query": "MATCH (s:Service) DETACH DELETE s"})
+            assert refused.is_error
+            status = payload(await client.call_tool("status", {}))
+            assert status["store"] == "neo4j" and status["nodes"]["service"] == len(services)
+
+    asyncio.run(session())
+
+
+def test_tools_in_process(acme_home: Path, example_org: tuple[Path, dict[str, Any]], tmp_path: Path) -> None:
+    """get_node, neighbors, explain, errors and ingest roots, through the SDK's in-process client."""
+    facts = example_org[1]
+    incident, cause = "incident:INC-042", question(facts, "org-4")[1][0]
+    service = Service(Settings(store="embedded", home=acme_home), "acme")
+    fresh = Service(Settings(store="embedded", home=tmp_path / "other"), "acme",
+                    ingest_roots=[example_org[0]])
+
+    async def session() -> None:
+        async with Client(build_server(service)) as client:
+            node = payload(await client.call_tool("get_node", {"key": incident}))
+            assert node["node"]["kind"] == "incident" and node["node"]["provenance"]["source_path"]
+            assert node["relationships"]["out"]["CAUSED_BY"] >= 1 and node["passages"][0]["untrusted_text"]
+            near = payload(await client.call_tool("neighbors", {"key": incident, "rel_types": ["caused_by"],
+                                                                "direction": "out"}))
+            assert [n["key"] for n in near["neighbors"]] == [cause]
+            why = payload(await client.call_tool("explain", {"source": cause, "target": incident}))
+            assert why["paths"] and why["paths"][0]["rels"][0]["type"] == "CAUSED_BY"
+            assert why["paths"][0]["rels"][0]["provenance"]["extractor"]
+            for tool, args, message in [
+                ("get_node", {"key": "bogus"}, "not a graphmem key"),
+                ("get_node", {"key": "service:nope"}, "no node 'service:nope'"),
+                ("search", {"question": "x", "mode": "psychic"}, "unknown mode"),
+                ("neighbors", {"key": incident, "rel_types": ["LIKES"]}, "unknown relationship types"),
+                ("ingest", {"path": str(example_org[0])}, "ingest is limited"),
+                ("cypher", {"query": "MATCH (n) RETURN n"}, "needs Neo4j"),
+            ]:
+                result = await client.call_tool(tool, args)
+                assert result.is_error and message in result.content[0].text, (tool, result.content[0].text)
+        async with Client(build_server(fresh)) as client:
+            report = payload(await client.call_tool("ingest", {"path": str(example_org[0])}))
+            assert report["written"]["nodes"] > 100
+            status = payload(await client.call_tool("status", {}))
+            assert status["indexes"]["ok"] and status["nodes"]["service"] == len(facts["services"])
+
+    try:
+        asyncio.run(session())
+    finally:
+        service.close()
+        fresh.close()
