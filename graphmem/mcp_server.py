@@ -22,7 +22,9 @@ import threading
 from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
+
+from pydantic import Field
 
 from graphmem import __version__
 from graphmem.config import Settings
@@ -48,6 +50,8 @@ INSTRUCTIONS = (
     "`get_node`, `neighbors` and `explain` (paths between two keys), or read-only `cypher` "
     "(see the graphmem://schema and graphmem://queries resources). " + CONTENT_NOTICE
 )
+KEY_HELP = "A node key, e.g. service:billing, sym:services/billing/api.py::Handler.post, adr:5, incident:INC-042."
+TYPES_HELP = "Only these relationship types, e.g. ['CALLS', 'OWNS'] (see graphmem://schema)."
 PASSAGE_CHARS = 2000  # per passage in answers: enough to judge a hit, small enough for a context window
 
 
@@ -81,8 +85,16 @@ class Service:
 
     # --- tools ----------------------------------------------------------------------------------
 
-    def search(self, question: str, mode: str = DEFAULT_MODE, k: int = 10, kinds: list[str] | None = None,
-               path_prefix: str | None = None, as_of: str | None = None, now: str | None = None) -> dict[str, Any]:
+    def search(self, question: Annotated[str, Field(description="The question, in natural language.")],
+               mode: Annotated[str, Field(description=f"Retrievers and fusion: {', '.join(PRESETS)}.")] = DEFAULT_MODE,
+               k: Annotated[int, Field(description="Results to return (1-100).")] = 10,
+               kinds: Annotated[list[str] | None, Field(description="Only these node kinds, e.g. ['commit'].")] = None,
+               path_prefix: Annotated[str | None, Field(description="Only results from sources under this path.")]
+               = None,
+               as_of: Annotated[str | None, Field(description="Walk the graph as it was on this date (YYYY-MM-DD).")]
+               = None,
+               now: Annotated[str | None, Field(description="Reference date for 'last month' and the like.")] = None,
+               ) -> dict[str, Any]:
         if not question.strip():
             raise GraphmemError("the question is empty")
         if mode not in PRESETS:
@@ -103,7 +115,9 @@ class Service:
         out["content_notice"] = CONTENT_NOTICE
         return out
 
-    def get_node(self, key: str, chunks: int = 3) -> dict[str, Any]:
+    def get_node(self, key: Annotated[str, Field(description=KEY_HELP)],
+                 chunks: Annotated[int, Field(description="How many of its passages to include.")] = 3,
+                 ) -> dict[str, Any]:
         _check_key(key)
 
         def work(gm: Any) -> dict[str, Any]:
@@ -121,8 +135,11 @@ class Service:
 
         return self._locked(work)
 
-    def neighbors(self, key: str, depth: int = 1, rel_types: list[str] | None = None,
-                  direction: Literal["out", "in", "both"] = "both", as_of: str | None = None,
+    def neighbors(self, key: Annotated[str, Field(description=KEY_HELP)],
+                  depth: Annotated[int, Field(description="Relationships to walk (1-4).")] = 1,
+                  rel_types: Annotated[list[str] | None, Field(description=TYPES_HELP)] = None,
+                  direction: Literal["out", "in", "both"] = "both",
+                  as_of: Annotated[str | None, Field(description="The graph as it was on this date.")] = None,
                   limit: int = 50) -> dict[str, Any]:
         _check_key(key)
         types = _check_types(rel_types)
@@ -139,8 +156,12 @@ class Service:
 
         return self._locked(work)
 
-    def explain(self, source: str, target: str, max_depth: int = 4, rel_types: list[str] | None = None,
-                as_of: str | None = None, limit: int = 5) -> dict[str, Any]:
+    def explain(self, source: Annotated[str, Field(description=KEY_HELP)],
+                target: Annotated[str, Field(description=KEY_HELP)],
+                max_depth: Annotated[int, Field(description="Longest path to consider (1-6).")] = 4,
+                rel_types: Annotated[list[str] | None, Field(description=TYPES_HELP)] = None,
+                as_of: Annotated[str | None, Field(description="The graph as it was on this date.")] = None,
+                limit: Annotated[int, Field(description="Most paths to return.")] = 5) -> dict[str, Any]:
         _check_key(source)
         _check_key(target)
         types = _check_types(rel_types)
@@ -172,17 +193,25 @@ class Service:
 
         return self._locked(work)
 
-    def cypher(self, query: str, params: dict[str, Any] | None = None, saved: str | None = None,
-               limit: int = 200, timeout_s: float = 30.0) -> dict[str, Any]:
+    def cypher(self, query: Annotated[str, Field(description="Read-only Cypher; ignored when saved is given.")] = "",
+               params: Annotated[dict[str, Any] | None, Field(description="Query parameters ($name).")] = None,
+               saved: Annotated[str | None, Field(description="Name of a saved query (graphmem://queries).")]
+               = None,
+               limit: Annotated[int, Field(description="Most rows to return.")] = 200,
+               timeout_s: Annotated[float, Field(description="Time limit in seconds.")] = 30.0) -> dict[str, Any]:
+        if not saved and not query.strip():
+            raise GraphmemError("give a Cypher query, or the name of a saved query in saved")
+
         def work(gm: Any) -> dict[str, Any]:
-            result = gm.cypher(query, params or {}, saved=saved, row_limit=max(1, min(int(limit), 5000)),
+            result = gm.cypher(query or None, params or {}, saved=saved, row_limit=max(1, min(int(limit), 5000)),
                                timeout_s=max(0.1, min(float(timeout_s), 120.0)))
-            return {"columns": list(result.columns), "untrusted_rows": result.rows, "truncated": result.truncated,
+            return {"columns": list(result.columns), "untrusted_rows": result.records(), "truncated": result.truncated,
                     "elapsed_ms": round(result.elapsed_ms, 1), "content_notice": CONTENT_NOTICE}
 
         return self._locked(work)
 
-    def ingest(self, path: str) -> dict[str, Any]:
+    def ingest(self, path: Annotated[str, Field(description="A folder under the server's ingest roots.")],
+               ) -> dict[str, Any]:
         root = Path(path).expanduser().resolve()
         if not any(root == allowed or allowed in root.parents for allowed in self.ingest_roots):
             allowed = ", ".join(str(p) for p in self.ingest_roots) or "none (start the server with --ingest-root)"

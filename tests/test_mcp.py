@@ -23,6 +23,7 @@ from mcp.client.stdio import StdioServerParameters
 from graphmem.api import Graphmem
 from graphmem.config import Settings
 from graphmem.mcp_server import CONTENT_NOTICE, Service, build_server
+from tests.conftest import NOW
 
 TOOLS = {"search", "explain", "get_node", "neighbors", "cypher", "ingest", "status"}
 
@@ -170,19 +171,25 @@ def http_server(neo4j_store_factory: Any, example_org: tuple[Path, dict[str, Any
 
 @pytest.mark.neo4j
 def test_http_with_the_sdk_client_on_neo4j(http_server: str, example_org: tuple[Path, dict[str, Any]]) -> None:
-    text, gold = question(example_org[1], "org-5")
+    text, gold = question(example_org[1], "org-7")  # "the latest incident": relative to NOW
     services = sorted(example_org[1]["services"])
 
     async def session() -> None:
         async with Client(http_server, read_timeout_seconds=120) as client:
             assert TOOLS <= {t.name for t in (await client.list_tools()).tools}
-            answer = payload(await client.call_tool("search", {"question": text, "k": 5}))
+            answer = payload(await client.call_tool("search", {"question": text, "k": 5, "now": NOW}))
             assert gold[0] in [hit["key"] for hit in answer["results"][:2]]
             rows = payload(await client.call_tool("cypher", {
                 "query": "MATCH (s:Service {project: $project}) RETURN s.key AS key ORDER BY key"}))
             assert [r["key"] for r in rows["untrusted_rows"]] == services
             refused = await client.call_tool("cypher", {"query": "MATCH (s:Service) DETACH DELETE s"})
-            assert refused.is_error
+            assert refused.is_error and "DELETE" in refused.content[0].text
+            ranked = payload(await client.call_tool("cypher", {"saved": "services_by_incidents"}))
+            assert {r["service"] for r in ranked["untrusted_rows"]} & set(services)
+            saved = json.loads((await client.read_resource("graphmem://queries")).contents[0].text)
+            assert len(saved) >= 12 and all(q["description"] for q in saved)
+            text_of = (await client.read_resource("graphmem://queries/blast_radius")).contents[0].text
+            assert "$symbol" in text_of
             status = payload(await client.call_tool("status", {}))
             assert status["store"] == "neo4j" and status["nodes"]["service"] == len(services)
 
@@ -214,7 +221,7 @@ def test_tools_in_process(acme_home: Path, example_org: tuple[Path, dict[str, An
                 ("search", {"question": "x", "mode": "psychic"}, "unknown mode"),
                 ("neighbors", {"key": incident, "rel_types": ["LIKES"]}, "unknown relationship types"),
                 ("ingest", {"path": str(example_org[0])}, "ingest is limited"),
-                ("cypher", {"query": "MATCH (n) RETURN n"}, "needs Neo4j"),
+                ("cypher", {"query": "MATCH (n) RETURN n"}, "needs the Neo4j store"),
             ]:
                 result = await client.call_tool(tool, args)
                 assert result.is_error and message in result.content[0].text, (tool, result.content[0].text)
