@@ -13,6 +13,7 @@ The command line, the MCP server and the evaluation harness all go through this 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,7 +23,9 @@ from graphmem.model import check_project
 from graphmem.retrieval.fusion import DEFAULT_MODE
 
 if TYPE_CHECKING:
+    from graphmem.enrich import EnrichReport
     from graphmem.ingest import IngestReport, Progress
+    from graphmem.readonly import CypherResult
     from graphmem.retrieval.embed import Embedder
     from graphmem.retrieval.engine import Answer, Reranker, Retriever
     from graphmem.retrieval.indexes import Consistency, Indexes, SyncReport
@@ -50,6 +53,7 @@ class Graphmem:
         self._reranker = reranker
         self._indexes: Indexes | None = None
         self._retriever: Retriever | None = None
+        self._reader: GraphStore | None = None  # the schema-free connection of cypher()
         self.now = now
 
     @classmethod
@@ -103,14 +107,40 @@ class Graphmem:
 
     # --- work -----------------------------------------------------------------------------------
 
-    def ingest(self, path: str | Path, *, progress: Progress | None = None, index: bool = True) -> IngestReport:
-        """Bring the graph up to date with ``path``, then the indexes with the graph."""
+    def ingest(self, path: str | Path, *, progress: Progress | None = None, index: bool = True,
+               llm: bool | None = None) -> IngestReport:
+        """Bring the graph up to date with ``path``, then the indexes with the graph, then (with
+        ``llm``; by default when ``GRAPHMEM_LLM_BASE_URL`` is set) enrich it with an LLM.
+
+        The deterministic graph is complete before enrichment starts; enrichment failures are
+        reported in ``report.enrichment``, never raised. ``llm=True`` without an endpoint raises
+        :class:`~graphmem.errors.ConfigError` before anything is ingested.
+        """
         from graphmem.ingest import ingest
 
+        use_llm = self.settings.llm.configured if llm is None else llm
+        if use_llm:
+            self.settings.llm.require()
         report = ingest(path, self.store, cache_dir=self.cache_dir, progress=progress)
         if index:
             report.index = self.sync_indexes(progress=progress).as_dict()
+        if use_llm:
+            report.enrichment = self.enrich(progress=progress).as_dict()
+        else:
+            from graphmem.enrich import withdraw_stale
+
+            # Facts an LLM read from texts that have changed since no longer hold.
+            withdraw_stale(self.store, min_chars=self.settings.llm.min_chars)
         return report
+
+    def enrich(self, *, retry_failed: bool = False, kinds: list[str] | None = None, limit: int | None = None,
+               progress: Progress | None = None) -> EnrichReport:
+        """Add LLM-extracted entities and relationships to the graph (see :mod:`graphmem.enrich`):
+        only what is new or changed since the last run; cached answers cost no calls."""
+        from graphmem.enrich import enrich
+
+        return enrich(self.store, self.settings, retry_failed=retry_failed, kinds=kinds, limit=limit,
+                      progress=progress)
 
     def sync_indexes(self, *, progress: Progress | None = None, full: bool = False) -> SyncReport:
         """Apply the graph's chunk changes to the BM25 and vector indexes."""
@@ -121,6 +151,33 @@ class Graphmem:
         """Answer a question (see :class:`graphmem.retrieval.engine.Retriever`); ``as_of`` (ISO time)
         walks the graph as it was then."""
         return self.retriever.query(text, mode=mode, k=k, kinds=kinds, path_prefix=path_prefix, now=now, as_of=as_of)
+
+    def cypher(self, query: str | None = None, params: Mapping[str, Any] | None = None, *,
+               saved: str | None = None, row_limit: int = 1000, timeout_s: float = 30.0) -> CypherResult:
+        """Run a read-only Cypher ``query``, or the saved query named ``saved`` (``cypher/saved/``),
+        on the Neo4j store; ``$project`` is this project (see :mod:`graphmem.readonly`)."""
+        from graphmem import readonly
+        from graphmem.errors import NotSupported
+
+        if self._store is None and self.settings.store != "neo4j":
+            raise NotSupported(readonly.NEEDS_NEO4J)  # before opening (and creating) an embedded home
+        if (query is None) == (saved is None):
+            raise readonly.CypherError("give either a Cypher query or the name of a saved query, not both")
+        store = self._store if self._store is not None else self._read_store()
+        if saved is not None:
+            return readonly.run_saved(store, saved, params, row_limit=row_limit, timeout_s=timeout_s)
+        return readonly.run_read_only(store, str(query), params, row_limit=row_limit, timeout_s=timeout_s)
+
+    def _read_store(self) -> GraphStore:
+        """A Neo4j connection that, unlike :attr:`store`, applies no schema: an account that may only
+        read can still run Cypher."""
+        if self._reader is None:
+            from graphmem.stores.neo4j import Neo4jStore
+
+            n = self.settings.neo4j
+            self._reader = Neo4jStore.connect(self.project, uri=n.uri, username=n.username, password=n.password,
+                                              database=n.database)
+        return self._reader
 
     def train_reranker(self, *, time_budget: float | None = 600.0, max_pairs: int = 4000,
                        progress: Progress | None = None) -> TrainReport:
@@ -169,6 +226,9 @@ class Graphmem:
         if self._store is not None:
             self._store.close()
             self._store = None
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
         self._retriever = None
 
 

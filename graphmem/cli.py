@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 import click
 
+from extractors.llm import SOURCE_KINDS as LLM_SOURCE_KINDS
 from graphmem import __version__
 from graphmem.config import STORES, Settings
 from graphmem.errors import GraphmemError
@@ -79,13 +80,18 @@ def cli(ctx: click.Context, store: str | None, home: Path | None, project: str |
 
 @cli.command()
 @click.argument("path", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--llm/--no-llm", "llm", default=None,
+              help="Enrich the graph with an LLM after ingesting (default: when GRAPHMEM_LLM_BASE_URL is set).")
 @json_option
 @pass_context
-def ingest(ctx: Context, path: Path, as_json: bool) -> None:
+def ingest(ctx: Context, path: Path, llm: bool | None, as_json: bool) -> None:
     """Ingest a repository or folder: code, git history, decisions, incidents, ownership."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
+    use_llm = ctx.settings.llm.configured if llm is None else llm
+    if use_llm:
+        ctx.settings.llm.require()  # before any work: --llm without an endpoint is a usage error
     project = ctx.project(path)
     gm = ctx.graphmem(project)
     console = Console(stderr=True)
@@ -99,7 +105,12 @@ def ingest(ctx: Context, path: Path, as_json: bool) -> None:
                     tasks[stage] = bar.add_task(stage, total=total)
                 bar.update(tasks[stage], completed=done, total=total)
 
-            report = gm.ingest(path, progress=progress)
+            report = gm.ingest(path, progress=progress, llm=False)
+            if use_llm:  # the deterministic graph is written and usable; enrichment comes on top
+                if not as_json:
+                    click.echo(f"graph written; enriching with {ctx.settings.llm.model} "
+                               "(interrupt at will: `graphmem enrich` resumes)", err=True)
+                report.enrichment = gm.enrich(progress=progress).as_dict()
         ctx.remember(project)
     finally:
         gm.close()
@@ -128,6 +139,64 @@ def ingest(ctx: Context, path: Path, as_json: bool) -> None:
             click.echo(f"  skipped {item.path}: {item.reason}", err=True)
     if routine:
         click.echo(f"  excluded tool and build folders: {len(routine)}", err=True)
+    if report.enrichment:
+        _echo_enrichment(report.enrichment)
+
+
+@cli.command()
+@click.option("--retry-failed", is_flag=True, help="Also ask again about texts whose answers stayed invalid before.")
+@click.option("--kind", "kinds", multiple=True, type=click.Choice(list(LLM_SOURCE_KINDS)),
+              help="Only texts of this kind (repeatable; default: all).")
+@click.option("--limit", type=click.IntRange(1, None), default=None, help="Send at most N texts to the endpoint.")
+@json_option
+@pass_context
+def enrich(ctx: Context, retry_failed: bool, kinds: tuple[str, ...], limit: int | None, as_json: bool) -> None:
+    """Enrich the graph with entities and relationships an LLM finds in its texts (resumable)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    ctx.settings.llm.require()
+    gm = ctx.graphmem()
+    console = Console(stderr=True)
+    try:
+        with Progress(TextColumn("{task.description:<8}"), BarColumn(), MofNCompleteColumn(), console=console,
+                      transient=True, disable=as_json or not console.is_terminal) as bar:
+            task = bar.add_task("enrich", total=None)
+            report = gm.enrich(retry_failed=retry_failed, kinds=list(kinds) or None, limit=limit,
+                               progress=lambda stage, done, total: bar.update(task, completed=done, total=total))
+    finally:
+        gm.close()
+    result = report.as_dict()
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+    else:
+        _echo_enrichment(result)
+    if not report.complete:
+        raise GraphmemError(f"{len(report.not_enriched)} of {report.units} texts not enriched"
+                            + (f" ({report.stopped})" if report.stopped else "")
+                            + "; run `graphmem enrich` again to resume")
+
+
+def _echo_enrichment(e: dict[str, Any]) -> None:
+    """The summary lines of an enrichment report (``EnrichReport.as_dict()``)."""
+    w, u = e["written"], e["usage"]
+    click.echo(f"  llm enrichment ({e['model']}, prompt v{e['prompt_version']}): {e['enriched']} texts enriched "
+               f"({e['called']} asked, {e['from_cache']} from cache), {e['up_to_date']} up to date, of {e['units']}")
+    click.echo(f"    written: {w['entities']} entities, {w['mentions']} mentions ({w['linked']} of existing nodes), "
+               f"{w['related']} relationships; not in the text (dropped): {w['dropped_entities']} entities, "
+               f"{w['dropped_relations']} relationships")
+    if u.get("requests"):
+        click.echo(f"    tokens: {u['total_tokens']} ({u['prompt_tokens']} prompt, {u['completion_tokens']} "
+                   f"completion) in {u['requests']} requests")
+    if e["not_enriched"]:
+        click.echo(f"  not enriched: {e['not_enriched']} texts (`graphmem enrich` resumes)", err=True)
+        for reason, n in e["not_enriched_reasons"].items():
+            click.echo(f"    {n} x {reason}", err=True)
+        listed = e["not_enriched_sources"]
+        for item in listed[:10]:
+            click.echo(f"    {item['source']} ({item['path']})", err=True)
+        if len(listed) > 10:
+            click.echo(f"    ... and {len(listed) - 10} more (--json lists them all)", err=True)
 
 
 @cli.command()
@@ -252,6 +321,90 @@ def query(ctx: Context, text: str, mode: str, k: int, kinds: tuple[str, ...], pa
     click.echo("timings (ms): " + ", ".join(f"{name} {t[name]:.1f}" for name in t), err=True)
 
 
+@cli.command()
+@click.argument("query", required=False)
+@click.option("--saved", default=None, metavar="NAME", help="Run a saved query from cypher/saved/ (see --list).")
+@click.option("--list", "list_saved", is_flag=True, help="List the saved queries, what they answer and their parameters.")
+@click.option("--param", "params", multiple=True, metavar="NAME=VALUE",
+              help="A query parameter (repeatable); numbers, true/false, null and JSON lists are converted.")
+@click.option("--limit", type=click.IntRange(1, None), default=1000, show_default=True, help="Rows to read at most.")
+@click.option("--timeout", type=click.FloatRange(0, None, min_open=True), default=30.0, show_default=True,
+              help="Seconds before Neo4j stops the query.")
+@json_option
+@pass_context
+def cypher(ctx: Context, query: str | None, saved: str | None, list_saved: bool, params: tuple[str, ...],
+           limit: int, timeout: float, as_json: bool) -> None:
+    """Run a read-only Cypher query, or a saved one, on the Neo4j store ($project is the project)."""
+    from graphmem import readonly
+
+    if list_saved:
+        if query or saved:
+            raise GraphmemError("--list takes no query and no --saved")
+        _print_saved(readonly.saved_queries(), as_json)
+        return
+    if (query is None) == (saved is None):
+        raise GraphmemError("give a Cypher QUERY or --saved NAME (graphmem cypher --list shows the saved ones)")
+    values: dict[str, Any] = {}
+    for item in params:
+        name, sep, value = item.partition("=")
+        name = name.strip()
+        if not sep or not name.isidentifier():
+            raise GraphmemError(f"--param takes NAME=VALUE, not {item!r}")
+        if name in values:
+            raise GraphmemError(f"--param {name} is given twice")
+        # Saved queries convert text by the type of each parameter's default; raw queries by its look.
+        values[name] = value if saved else readonly.parse_value(value)
+    gm = ctx.graphmem()
+    try:
+        result = gm.cypher(query, values, saved=saved, row_limit=limit, timeout_s=timeout)
+    finally:
+        gm.close()
+    if as_json:
+        click.echo(json.dumps(result.as_dict(), indent=2))
+        return
+    _print_table(result.columns, result.rows)
+    more = f", truncated at --limit {limit}" if result.truncated else ""
+    click.echo(f"{len(result.rows)} row{'s' * (len(result.rows) != 1)}{more} in {result.elapsed_ms:.0f} ms", err=True)
+
+
+def _cell(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def _print_table(columns: list[str], rows: list[list[Any]]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    if not console.is_terminal:  # piped: do not squeeze keys into 80 columns
+        console = Console(width=240)
+    table = Table(*columns, show_lines=False, highlight=False)
+    for row in rows:
+        table.add_row(*(_cell(v) for v in row))
+    console.print(table)
+
+
+def _print_saved(queries: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps({"queries": [
+            {"name": q.name, "description": q.description,
+             "params": [{"name": p.name, "description": p.description, "default": p.default,
+                         "required": p.required} for p in q.params]}
+            for q in queries.values()]}, indent=2))
+        return
+    import textwrap
+
+    for q in queries.values():
+        click.echo(q.name)
+        click.echo(textwrap.fill(" ".join(q.description.split()), 100, initial_indent="    ",
+                                 subsequent_indent="    "))
+        for p in q.params:
+            default = "required" if p.required else f"default {'null' if p.default is None else p.default}"
+            click.echo(f"    --param {p.name}: {p.description} ({default})")
+    click.echo(f"{len(queries)} saved queries; run one with `graphmem --store neo4j cypher --saved NAME "
+               "--param NAME=VALUE`", err=True)
+
+
 @cli.group("eval")
 def eval_group() -> None:
     """Score the retrieval modes on a question set (SPEC.md JSON Lines)."""
@@ -268,10 +421,15 @@ def _eval_source() -> None:
 
 
 @eval_group.command("run")
-@click.option("--dataset", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True,
-              help="Questions, one JSON object a line: id, question, gold keys, hops, type.")
+@click.option("--dataset", required=True,
+              help="Questions, one JSON object a line: id, question, gold keys, hops, type; or a public "
+                   "multi-hop set by name (musique, 2wiki, hotpotqa), imported with its passages first.")
 @click.option("--corpus", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
               help="Ingest this folder first (into --project, default: its name).")
+@click.option("--graph", "graph", type=click.Choice(["rules", "openie", "none"]), default="rules", show_default=True,
+              help="Named dataset: the entity graph over its passages (openie: MuSiQue's GPT-3.5 triples).")
+@click.option("--data", "data_root", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
+              help="Named dataset: the folder holding the public sets (default: ../shared/datasets).")
 @click.option("--modes", default="bm25,vector,graph,hybrid,hybrid-rerank", show_default=True,
               help="Comma-separated modes to score.")
 @click.option("-k", "k", type=click.IntRange(1, 100), default=10, show_default=True)
@@ -280,24 +438,44 @@ def _eval_source() -> None:
               help="Write report.json (every metric, breakdowns, intervals), report.md and plots here.")
 @json_option
 @pass_context
-def eval_run(ctx: Context, dataset: Path, corpus: Path | None, modes: str, k: int, now: str | None,
-             out: Path | None, as_json: bool) -> None:
+def eval_run(ctx: Context, dataset: str, corpus: Path | None, graph: str, data_root: Path | None, modes: str,
+             k: int, now: str | None, out: Path | None, as_json: bool) -> None:
     """Run every mode over the questions and report Recall@2/5/10, MRR, nDCG@10 and latency."""
     _eval_source()
+    from eval import datasets as public
     from eval.runner import load_questions, run, spec_summary
 
     wanted = [m.strip() for m in modes.split(",") if m.strip()]
     for mode in wanted:
         if mode not in PRESETS:
             raise GraphmemError(f"unknown mode {mode!r}: choose from {', '.join(PRESETS)}")
-    questions = load_questions(dataset)
-    project = ctx.project(corpus) if corpus else ctx.project()
+    named = dataset in public.NAMES and not Path(dataset).is_file()
+    if not named and not Path(dataset).is_file():
+        raise GraphmemError(f"--dataset {dataset!r} is neither a questions file nor one of {', '.join(public.NAMES)}")
+    if named:
+        try:
+            ds = public.load(dataset, data_root or public.DEFAULT_ROOT)
+        except (OSError, ValueError) as exc:
+            raise GraphmemError(f"cannot load {dataset}: {exc}") from None
+        questions, label = ds.questions, dataset
+        # One project per dataset and graph, so two graphs are never mixed in one project.
+        project = ctx.settings.project or f"{dataset}-{graph}"
+    else:
+        questions, label = load_questions(dataset), Path(dataset).name
+        project = ctx.project(corpus) if corpus else ctx.project()
     gm = ctx.graphmem(project)
     try:
-        if corpus is not None:
+        if named:
+            try:
+                public.import_corpus(gm, ds, graph=None if graph == "none" else graph,
+                                     root=data_root or public.DEFAULT_ROOT)
+            except ValueError as exc:
+                raise GraphmemError(str(exc)) from None
+            ctx.remember(project)
+        elif corpus is not None:
             gm.ingest(corpus)
             ctx.remember(project)
-        report = run(gm, questions, wanted, k=k, now=_parse_date(now), dataset=dataset.name)
+        report = run(gm, questions, wanted, k=k, now=_parse_date(now), dataset=label)
     finally:
         gm.close()
     if out is not None:

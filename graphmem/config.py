@@ -34,6 +34,72 @@ class Neo4jSettings:
         )
 
 
+def _env_number(name: str, default: float, kind: type = float, *, minimum: float = 0) -> float:
+    raw = os.environ.get(name)
+    if raw is None or not raw.strip():
+        return default
+    try:
+        value = kind(raw.strip())
+    except ValueError:
+        raise ConfigError(f"{name} must be a {'whole ' if kind is int else ''}number, not {raw!r}") from None
+    if value < minimum:
+        raise ConfigError(f"{name} must be at least {minimum}, not {raw!r}")
+    return value
+
+
+LLM_RESPONSE_FORMATS = ("json_schema", "json_object", "none")
+
+
+@dataclass(slots=True)
+class LLMSettings:
+    """An OpenAI-compatible chat completions endpoint for optional entity extraction (``GRAPHMEM_LLM_*``).
+
+    Without ``base_url`` there is no LLM: ingestion stays rule-based and deterministic.
+    """
+
+    base_url: str | None = None
+    model: str | None = None
+    api_key: str | None = None
+    concurrency: int = 4
+    timeout: float = 60.0  # seconds per request
+    max_retries: int = 4  # after the first attempt, on 429, 5xx, timeouts and connection errors
+    backoff: float = 1.0  # first retry delay in seconds; doubles on each retry
+    backoff_max: float = 30.0  # longest wait between attempts, Retry-After included
+    response_format: str = "json_schema"
+    min_chars: int = 40  # shorter texts (one-line commit messages, "Return x.") are not worth a call
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.base_url)
+
+    def require(self) -> LLMSettings:
+        """These settings, or a :class:`ConfigError` saying what is missing."""
+        if not self.base_url:
+            raise ConfigError("no LLM endpoint configured: set GRAPHMEM_LLM_BASE_URL (and GRAPHMEM_LLM_MODEL), "
+                              "e.g. http://localhost:11434/v1")
+        if not self.model:
+            raise ConfigError(f"GRAPHMEM_LLM_MODEL is not set (the model to ask at {self.base_url})")
+        if self.response_format not in LLM_RESPONSE_FORMATS:
+            raise ConfigError(f"GRAPHMEM_LLM_RESPONSE_FORMAT must be one of {', '.join(LLM_RESPONSE_FORMATS)}, "
+                              f"not {self.response_format!r}")
+        return self
+
+    @classmethod
+    def from_env(cls) -> LLMSettings:
+        return cls(
+            base_url=(os.environ.get("GRAPHMEM_LLM_BASE_URL") or "").strip() or None,
+            model=(os.environ.get("GRAPHMEM_LLM_MODEL") or "").strip() or None,
+            api_key=os.environ.get("GRAPHMEM_LLM_API_KEY") or None,
+            concurrency=int(_env_number("GRAPHMEM_LLM_CONCURRENCY", 4, int, minimum=1)),
+            timeout=_env_number("GRAPHMEM_LLM_TIMEOUT", 60.0, minimum=0.001),
+            max_retries=int(_env_number("GRAPHMEM_LLM_MAX_RETRIES", 4, int)),
+            backoff=_env_number("GRAPHMEM_LLM_BACKOFF", 1.0),
+            backoff_max=_env_number("GRAPHMEM_LLM_BACKOFF_MAX", 30.0),
+            response_format=(os.environ.get("GRAPHMEM_LLM_RESPONSE_FORMAT") or "json_schema").strip().lower(),
+            min_chars=int(_env_number("GRAPHMEM_LLM_MIN_CHARS", 40, int)),
+        )
+
+
 @dataclass(slots=True)
 class Settings:
     """Where the graph lives. ``store`` is ``embedded`` (default) or ``neo4j``."""
@@ -42,6 +108,7 @@ class Settings:
     home: Path = Path(".graphmem")
     project: str | None = None
     neo4j: Neo4jSettings = field(default_factory=Neo4jSettings)
+    llm: LLMSettings = field(default_factory=LLMSettings)
 
     def __post_init__(self) -> None:
         if self.store not in STORES:
@@ -57,4 +124,5 @@ class Settings:
             home=Path(home or os.environ.get("GRAPHMEM_HOME") or ".graphmem"),
             project=project or os.environ.get("GRAPHMEM_PROJECT") or None,
             neo4j=Neo4jSettings.from_env(),
+            llm=LLMSettings.from_env(),
         )

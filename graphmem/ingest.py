@@ -1,7 +1,9 @@
 """The ingest pipeline behind ``graphmem ingest PATH``.
 
 discover (policy) -> read and hash -> extract (code on both cores, decisions, incidents, ownership,
-git history) -> redact secrets -> close what changed or vanished -> upsert -> record state.
+git history, the services/symbols/technologies commit messages and docstrings name) -> redact
+secrets -> close what changed or vanished -> upsert -> record state. Deterministic throughout:
+LLM extraction is a separate, optional stage after it (:mod:`graphmem.enrich`).
 
 Incremental by content hash: a file whose hash is unchanged is not extracted again (parsed code is
 also cached by hash). A changed or deleted file has its facts closed before the new ones are
@@ -29,6 +31,7 @@ from extractors.git import extract_history, head_commit, is_git_repo
 from extractors.incidents import extract_incident, is_incident_report
 from extractors.ownership import ServiceMap, Team, extract_ownership, teams_from_config
 from extractors.policy import Policy, read_project_config
+from extractors.prose_mentions import prose_mentions
 from extractors.secrets import redact
 from extractors.text import Vocabulary
 from graphmem.errors import ConfigError, GraphmemError
@@ -58,6 +61,7 @@ class IngestReport:
     head: str | None = None
     seconds: float = 0.0
     index: dict[str, object] | None = None  # what the index sync after the ingest did
+    enrichment: dict[str, object] | None = None  # what LLM enrichment after the ingest did (graphmem.enrich)
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -67,6 +71,7 @@ class IngestReport:
             "written": {k: getattr(self.written, k) for k in self.written.__slots__},  # type: ignore[attr-defined]
             "skipped": [{"path": s.path, "reason": s.reason} for s in self.skipped],
             "index": self.index,
+            "enrichment": self.enrichment,
         }
 
 
@@ -342,7 +347,10 @@ def ingest(
         chunks=[c for c in code_graph.chunks if c.provenance.source_path in changed],
     )
     dependencies = service_dependencies(code_graph, services)
-    batch = Extraction().extend(ownership).extend(code_part).extend(docs).extend(history)
+    # Commit messages and docstrings name services, symbols and technologies as documents do.
+    prose = prose_mentions(Extraction(nodes=code_part.nodes + history.nodes), vocabulary,
+                           service_of=services.service_of)
+    batch = Extraction().extend(ownership).extend(code_part).extend(docs).extend(history).extend(prose)
     batch.rels += dependencies
     report.redactions = redact_extraction(batch)
     note("write", 0, 1)
