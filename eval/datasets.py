@@ -1,10 +1,12 @@
 """Adapters for the public multi-hop sets in ``../shared/datasets`` (2WikiMultiHopQA, MuSiQue, HotpotQA).
 
 ``load(name)`` reads a set into passages and SPEC.md questions whose gold keys (``doc:<id>``) come
-from the dataset's own supporting-fact annotations; ``import_corpus`` writes the passages (and, for
-MuSiQue, the GPT-3.5 OpenIE triples as a ready-made graph) into a graphmem project.
+from the dataset's own supporting-fact annotations; ``import_corpus`` writes the passages and an
+entity graph over them into a graphmem project: by default the rule-based one
+(:mod:`extractors.passages`: titles, capitalised names, dates), or for MuSiQue the GPT-3.5 OpenIE
+triples. Either graph goes through the same entity-writing path and entity resolution.
 
-    python -m eval.datasets musique out/ --triples
+    python -m eval.datasets musique out/ --graph openie
 """
 
 from __future__ import annotations
@@ -218,14 +220,22 @@ def _batches(items: list[Any], size: int) -> Iterable[list[Any]]:
         yield items[i:i + size]
 
 
-def openie_graph(dataset: Dataset, openie_path: Path, *, only: set[str] | None = None,
+def openie_graph(dataset: Dataset, openie_path: Path, *, only: set[str] | None = None, titles: bool = True,
                  ) -> tuple[list[Node], list[Relationship], dict[str, int]]:
     """Entity nodes, passage MENTIONS and entity RELATED_TO relationships from the OpenIE file.
 
     OpenIE docs are matched to passages by exact (title, text), then by their ``passage`` field
     ("title\\ntext"), then by a title that names one passage only. ``only`` limits the graph to these
-    passage ids (for importing a slice)."""
+    passage ids (for importing a slice).
+
+    With ``titles`` (the default) the graph also carries the corpus's own structure, as
+    :func:`rules_graph` does: each passage is about the entity its title names (``role = "about"``)
+    and mentions the other passages' titles its text spells. The two graphs then differ only in what
+    was *extracted*: GPT-3.5 entities and triples here, capitalised names and dates there."""
+    from extractors.passages import TitleIndex, title_mentions, title_name
+
     docs = _read(openie_path)["docs"]
+    index = TitleIndex(p.title for p in dataset.passages)
     by_content = {(p.title, p.text): p for p in dataset.passages}
     by_passage = {f"{p.title}\n{p.text}": p for p in dataset.passages}
     title_counts = Counter(p.title for p in dataset.passages)
@@ -286,6 +296,15 @@ def openie_graph(dataset: Dataset, openie_path: Path, *, only: set[str] | None =
             else:
                 rels[ident] = Relationship(src, RelType.RELATED_TO, dst, prov, props={"predicate": p.strip()})
             sources.setdefault(ident, {})[prov.source_path] = None
+        # The passage is about its title (the dataset says so; the triples need not): the same
+        # ``role = "about"`` mention the rule-based graph makes, so passages of one article meet.
+        if titles and (about := entity(title_name(passage.title), prov)):
+            rels[(passage.key, "MENTIONS", about)] = Relationship(passage.key, RelType.MENTIONS, about, prov,
+                                                                  props={"role": "about"})
+            # Other passages' titles spelt in the text name those passages' subjects.
+            for name in title_mentions(passage.text, index):
+                if (key := entity(name, prov)) and key != about:
+                    mentioned.append(key)
         for key in dict.fromkeys(mentioned):
             ident = (passage.key, "MENTIONS", key)
             rels.setdefault(ident, Relationship(passage.key, RelType.MENTIONS, key, prov))
@@ -300,30 +319,82 @@ def openie_graph(dataset: Dataset, openie_path: Path, *, only: set[str] | None =
     return list(entities.values()), list(rels.values()), dict(stats)
 
 
-def import_corpus(gm: Any, dataset: Dataset, *, triples: bool = False, batch: int = 2000,
-                  passages: Iterable[Passage] | None = None, root: Path | str = DEFAULT_ROOT,
-                  sync: bool = True) -> dict[str, Any]:
+GRAPHS = ("rules", "openie")
+
+
+def rules_graph(dataset: Dataset, passages: Iterable[Passage] | None = None,
+                ) -> tuple[list[Node], list[Relationship], dict[str, int]]:
+    """The rule-based entity graph (``extractors.passages``): title entities the passages are about,
+    capitalised names and dates they mention; a name spelling another passage's title is that
+    passage's entity. Titles are taken from the whole corpus so a slice still links to them."""
+    from extractors.passages import TitleIndex, passage_graph
+
+    chosen = list(dataset.passages if passages is None else passages)
+    nodes, rels = passage_graph(((p.key, p.title, p.text) for p in chosen),
+                                source=f"dataset:{dataset.name}/{{id}}",
+                                titles=TitleIndex(p.title for p in dataset.passages))
+    stats = {"docs_imported": len(chosen), "entities": len(nodes),
+             "mentions": sum(r.type is RelType.MENTIONS for r in rels)}
+    return nodes, rels, stats
+
+
+def write_entity_graph(store: Any, nodes: list[Node], rels: list[Relationship], *, batch: int = 2000,
+                       resolve: bool = True) -> dict[str, Any]:
+    """Write extracted entities and their relationships, then merge duplicate entities
+    (``graphmem.resolution.resolve_entities``): the one path every entity graph takes."""
+    written: Counter[str] = Counter()
+    for part in _batches(nodes, batch):
+        written["entity_nodes"] += store.upsert(part, (), ()).nodes
+    for part in _batches(rels, batch):
+        summary = store.upsert((), part, ())
+        written["rels"] += summary.rels
+        written["missing_endpoints"] += summary.missing_endpoints
+    out: dict[str, Any] = dict(written)
+    if resolve:
+        from graphmem.resolution import resolve_entities
+
+        resolved = resolve_entities(store).as_dict()
+        resolved["merge_ids"] = len(resolved["merge_ids"])  # the ids are in the store (merge_history)
+        out["resolution"] = resolved
+    return out
+
+
+def import_corpus(gm: Any, dataset: Dataset, *, graph: str | None = "rules", triples: bool = False,
+                  batch: int = 2000, passages: Iterable[Passage] | None = None, root: Path | str = DEFAULT_ROOT,
+                  sync: bool = True, resolve: bool = True) -> dict[str, Any]:
     """Write the passages (default: all; or ``passages``, a slice) as document nodes with one chunk
-    each, with ``triples`` (MuSiQue only) the OpenIE graph over them, then sync the indexes."""
-    if triples and dataset.name != "musique":
+    each, and an entity graph over them, then sync the indexes.
+
+    ``graph``: ``"rules"`` (default; :func:`rules_graph`), ``"openie"`` (MuSiQue only: the GPT-3.5
+    OpenIE triples) or ``None`` (passages only). ``triples=True`` is the older spelling of
+    ``graph="openie"``. Both graphs are written by :func:`write_entity_graph`, which resolves
+    duplicate entities unless ``resolve`` is false.
+    """
+    if triples:
+        graph = "openie"
+    if graph is not None and graph not in GRAPHS:
+        raise ValueError(f"unknown graph {graph!r}; choose from {', '.join(GRAPHS)} or None")
+    if graph == "openie" and dataset.name != "musique":
         raise ValueError(f"OpenIE triples exist for the MuSiQue sample only, not {dataset.name!r}")
     chosen = list(dataset.passages if passages is None else passages)
     started = time.perf_counter()
-    report: dict[str, Any] = {"dataset": dataset.name, "passages": len(chosen)}
-    written = Counter()
+    report: dict[str, Any] = {"dataset": dataset.name, "passages": len(chosen), "graph": graph}
+    written: Counter[str] = Counter()
     for part in _batches([passage_elements(dataset.name, p) for p in chosen], batch):
         summary = gm.store.upsert([n for n, _ in part], (), [c for _, c in part])
         written.update(nodes=summary.nodes, chunks=summary.chunks)
-    if triples:
-        nodes, rels, stats = openie_graph(dataset, Path(root) / "musique_train_sample" / OPENIE_FILE,
-                                          only={p.id for p in chosen})
-        for part in _batches(nodes, batch):
-            written["entity_nodes"] += gm.store.upsert(part, (), ()).nodes
-        for part in _batches(rels, batch):
-            summary = gm.store.upsert((), part, ())
-            written["rels"] += summary.rels
-            written["missing_endpoints"] += summary.missing_endpoints
-        report["triples"] = stats
+    if graph is not None:
+        if graph == "openie":
+            nodes, rels, stats = openie_graph(dataset, Path(root) / "musique_train_sample" / OPENIE_FILE,
+                                              only={p.id for p in chosen})
+            report["triples"] = stats
+        else:
+            nodes, rels, stats = rules_graph(dataset, chosen)
+            report["rules"] = stats
+        out = write_entity_graph(gm.store, nodes, rels, batch=batch, resolve=resolve)
+        if "resolution" in out:
+            report["resolution"] = out.pop("resolution")
+        written.update(out)
     # Graph retrieval rebuilds its name catalog when this stamp moves.
     gm.store.set_meta({"last_ingested_at": now_iso(), "root": f"dataset:{dataset.name}"})
     report["written"] = dict(written)
@@ -341,12 +412,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("name", choices=NAMES)
     parser.add_argument("out_dir", type=Path)
     parser.add_argument("--root", type=Path, default=DEFAULT_ROOT, help="folder holding the datasets")
-    parser.add_argument("--triples", action="store_true",
-                        help="musique: build the OpenIE graph (in a throwaway embedded store, without "
-                             "indexing) and print its numbers")
+    parser.add_argument("--graph", choices=GRAPHS, default=None,
+                        help="build this entity graph (in a throwaway embedded store, without indexing) and "
+                             "print its numbers; openie is for musique only")
+    parser.add_argument("--triples", action="store_true", help="the same as --graph openie")
     args = parser.parse_args(argv)
-    if args.triples and args.name != "musique":
-        parser.error("--triples is for musique only")
+    graph = "openie" if args.triples else args.graph
+    if graph == "openie" and args.name != "musique":
+        parser.error("the OpenIE graph (--graph openie, --triples) is for musique only")
     try:
         dataset = load(args.name, args.root)
     except (OSError, ValueError) as exc:
@@ -354,14 +427,14 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     path = write_questions(dataset, args.out_dir / f"{args.name}.questions.jsonl")
     out: dict[str, Any] = {"questions_file": str(path), **dataset.check()}
-    if args.triples:
+    if graph:
         from graphmem.api import Graphmem
         from graphmem.config import Settings
 
         with tempfile.TemporaryDirectory() as home:
             gm = Graphmem(Settings(store="embedded", home=Path(home)), "ds", reranker=None)
             try:
-                out["import"] = import_corpus(gm, dataset, triples=True, root=args.root, sync=False)
+                out["import"] = import_corpus(gm, dataset, graph=graph, root=args.root, sync=False)
             finally:
                 gm.close()
     print(json.dumps(out, indent=2))

@@ -78,17 +78,80 @@ def test_eval_run_command_prints_the_spec_summary(small_org: tuple[Path, Path], 
     assert report["modes"]["graph"]["by_type"] and report["modes"]["graph"]["by_hops"]
 
 
-def test_hybrid_beats_each_single_retriever_on_the_musique_sample(embedder: Any, tmp_path: Path) -> None:
+# --- public multi-hop sets -----------------------------------------------------------------------
+
+PASSAGE_MODES = ["bm25", "vector", "graph", "hybrid"]
+
+
+@pytest.fixture(scope="module")
+def passage_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One home for every dataset project here, so passages embedded once are cached for the next."""
+    return tmp_path_factory.mktemp("passages")
+
+
+def _passage_run(home: Path, embedder: Any, name: str, graph: str) -> dict[str, dict[str, float]]:
     from eval.datasets import import_corpus, load
     from tests.conftest import require
 
     data = REPO.parent / "shared" / "datasets"
     require(data.is_dir(), f"shared datasets not found at {data}")
-    ds = load("musique", data)
-    gm = Graphmem(Settings(store="embedded", home=tmp_path), "musique", embedder=embedder, reranker=None)
-    import_corpus(gm, ds, triples=True, root=data)
-    report = run(gm, ds.questions, ["bm25", "vector", "hybrid"], dataset="musique")
-    got = {mode: report["modes"][mode]["recall@5"] for mode in ("bm25", "vector", "hybrid")}
+    ds = load(name, data)
+    gm = Graphmem(Settings(store="embedded", home=home), f"{name}-{graph}", embedder=embedder, reranker=None)
+    try:
+        import_corpus(gm, ds, graph=graph, root=data)
+        report = run(gm, ds.questions, PASSAGE_MODES, dataset=name)
+    finally:
+        gm.close()
+    got = {mode: {m: report["modes"][mode][m] for m in ("recall@2", "recall@5")} for mode in PASSAGE_MODES}
+    print(f"\n{name} ({graph} graph): " + ", ".join(f"{mode} {v['recall@2']:.3f}/{v['recall@5']:.3f}"
+                                                   for mode, v in got.items()))
+    return got
+
+
+@pytest.fixture(scope="module")
+def musique_openie(passage_home: Path, embedder: Any) -> dict[str, dict[str, float]]:
+    return _passage_run(passage_home, embedder, "musique", "openie")
+
+
+@pytest.fixture(scope="module")
+def musique_rules(passage_home: Path, embedder: Any) -> dict[str, dict[str, float]]:
+    return _passage_run(passage_home, embedder, "musique", "rules")
+
+
+@pytest.fixture(scope="module")
+def wiki_rules(passage_home: Path, embedder: Any) -> dict[str, dict[str, float]]:
+    return _passage_run(passage_home, embedder, "2wiki", "rules")
+
+
+def _best_single(got: dict[str, dict[str, float]], metric: str) -> float:
+    return max(got["bm25"][metric], got["vector"][metric])
+
+
+def test_hybrid_beats_each_single_retriever_on_the_musique_sample(musique_openie: dict[str, dict[str, float]]) -> None:
+    got = {mode: v["recall@5"] for mode, v in musique_openie.items()}
     assert got["hybrid"] >= max(got["bm25"], got["vector"]), got
     assert got["hybrid"] >= BASELINES["musique"]["hybrid_recall@5"] - TOLERANCE, got
-    gm.close()
+    # Over the OpenIE graph, graph retrieval alone (HippoRAG-style) beats both single retrievers.
+    assert got["graph"] > _best_single(musique_openie, "recall@5") + TOLERANCE, got
+
+
+def test_graph_beats_each_single_retriever_on_musique_with_the_rule_graph(
+        musique_rules: dict[str, dict[str, float]]) -> None:
+    assert musique_rules["graph"]["recall@5"] > _best_single(musique_rules, "recall@5") + TOLERANCE, musique_rules
+    assert musique_rules["graph"]["recall@2"] > _best_single(musique_rules, "recall@2"), musique_rules
+    assert musique_rules["hybrid"]["recall@5"] >= _best_single(musique_rules, "recall@5"), musique_rules
+
+
+def test_openie_graph_is_no_worse_than_the_rule_graph_on_musique(
+        musique_openie: dict[str, dict[str, float]], musique_rules: dict[str, dict[str, float]]) -> None:
+    """Measured graph Recall@5, OpenIE against rules: 0.726 / 0.728 and 0.728 / 0.724 in two runs -
+    level within one question either way, so the gate holds the OpenIE graph to "not worse" rather
+    than to "better"."""
+    assert musique_openie["graph"]["recall@5"] >= musique_rules["graph"]["recall@5"] - TOLERANCE
+
+
+def test_graph_and_hybrid_beat_each_single_retriever_on_2wiki(wiki_rules: dict[str, dict[str, float]]) -> None:
+    best5, best2 = _best_single(wiki_rules, "recall@5"), _best_single(wiki_rules, "recall@2")
+    assert wiki_rules["graph"]["recall@5"] > best5 + 0.1, wiki_rules  # measured 0.885 against 0.669
+    assert wiki_rules["graph"]["recall@2"] > best2, wiki_rules
+    assert wiki_rules["hybrid"]["recall@5"] > best5, wiki_rules

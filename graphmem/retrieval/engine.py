@@ -38,6 +38,11 @@ RERANK_DEPTH = 15  # fused candidates the cross-encoder reorders
 ANCHORED_GRAPH_WEIGHT = 4.0
 SUBJECT_FACTOR = 0.25
 UNANCHORED_GRAPH_WEIGHT = 0.25  # MuSiQue sample: hybrid R@5 0.543 at 1.0, 0.608 at 0.25, 0.590 without the graph
+# Weight of the graph list, times the preset's, when graph retrieval ranked passages over the entity
+# layer (HippoRAG-style; it already starts from the best lexical and vector hits). It enters fusion by
+# rank. Hybrid Recall@5 at 3 / 6 / 12: 2Wiki 0.689 / 0.716 / 0.723, MuSiQue (rules) 0.662 / 0.688 /
+# 0.709, MuSiQue (OpenIE) 0.685 / 0.689 / 0.708 (BM25 0.669 / 0.539, vector 0.595 / 0.597).
+LAYER_GRAPH_WEIGHT = 12.0
 
 
 class Reranker(Protocol):
@@ -104,6 +109,7 @@ class _Candidates:
     graph_scores: dict[str, float] = field(default_factory=dict)  # set when the graph search is anchored
     subjects: set[str] = field(default_factory=set)  # what the question is about, not its answer
     anchored: bool = False  # the graph search started from organisation nodes the question names
+    layer: bool = False  # the graph list ranks passages over the entity layer
 
 
 class Retriever:
@@ -170,13 +176,15 @@ class Retriever:
             seeds = _interleave([cands.rankings.get("bm25", []), cands.rankings.get("vector", [])], LEXICAL_SEEDS)
             if self.graph.embedder is None and query_vec is not None:
                 self.graph.embedder = self.indexes.embedder
+                self.graph.cache_dir = self.indexes.cache_dir
             result = self.graph.retrieve(question, lexical_seeds=seeds, k=NODE_CANDIDATES * 2, as_of=as_of,
                                          query_vec=query_vec)
             ranking = [h.key for h in result.hits if keep(h.key, None)][:NODE_CANDIDATES]
             cands.rankings["graph"] = ranking
             cands.paths = {h.key: h.path for h in result.hits}
-            if result.named:  # started from nodes the question names: trust the PageRank gaps
+            if result.named and not result.layer:  # started from what the question names: trust the gaps
                 cands.graph_scores = {h.key: h.score for h in result.hits}
+            cands.layer = result.layer
             cands.anchored = result.anchored
             cands.subjects = result.subjects
             answer.analysis["linked"] = result.linked
@@ -226,6 +234,8 @@ class Retriever:
         if cands.anchored:
             # The question names where to start: what the words match is the start, not the answer.
             weights["graph"] = weights.get("graph", 0.0) * ANCHORED_GRAPH_WEIGHT
+        elif cands.layer:
+            weights["graph"] = weights.get("graph", 0.0) * LAYER_GRAPH_WEIGHT
         elif not cands.graph_scores and not (set(q.answer_kinds) & self.graph.kinds_present()):
             # Nothing named and no kind asked that the graph holds ("when was the composer of X
             # born?" over passages): the graph list only re-ranks the lexical and vector hits

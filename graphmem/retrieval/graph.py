@@ -19,6 +19,8 @@ import heapq
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from os import PathLike
+from pathlib import Path as FsPath
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -64,6 +66,21 @@ FUZZY_KINDS = frozenset({NodeKind.SERVICE, NodeKind.TEAM, NodeKind.PERSON, NodeK
 EMBEDDED_NAME_KINDS = (NodeKind.SERVICE, NodeKind.TEAM, NodeKind.DECISION, NodeKind.INCIDENT, NodeKind.ENTITY)
 NAME_SIMILARITY = 0.55  # cosine of MiniLM vectors: clearly about the same thing
 NAME_MATCHES = 3
+MAX_NAME_WORDS = 8  # longest word sequence looked up as a name ("God's Gift to Women" is 5 words)
+# The entity layer (see ``EntityLayer``): HippoRAG-style ranking of passages for questions that name
+# only extracted entities and passages.
+LAYER_REL_TYPES = (RelType.MENTIONS.value, RelType.RELATED_TO.value)
+LAYER_DAMPING = 0.85  # long walks: the passages two or three names away are the second and third hops
+LAYER_RELATED_WEIGHT = 1.0  # an extracted relation between two entities, against a mention
+LAYER_LEXICAL_SEED_WEIGHT = 0.05  # the best lexical and vector passages, against one named entity
+LAYER_DOC_SEED_WEIGHT = 1.0  # a passage whose title the question spells
+LAYER_SPECIFICITY_POWER = 1.0  # an entity mentioned by n passages weighs n ** -power
+LAYER_FACTS = 3  # facts (subject-predicate-object) nearest the question whose ends seed the walk
+LAYER_FACT_SIMILARITY = 0.5
+LAYER_FACT_SEED_WEIGHT = 1.0
+LAYER_BATCH = 5000  # entity keys per store read while building the layer
+# Entity types that say nothing about what an entity is (open extraction, capitalised spans).
+GENERIC_ENTITY_TYPES = frozenset({"concept", "entity", "other", "unknown", "misc", "thing"})
 
 _WORD = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-/]*[A-Za-z0-9_]|[A-Za-z0-9]")
 _IDENT_LIKE = re.compile(r"[a-z][A-Z]|_|\.|\(\)")
@@ -124,6 +141,13 @@ class Catalog:
 
     @staticmethod
     def _names(node: Node) -> list[str]:
+        aliases = node.props.get("aliases")
+        # Other spellings of the same thing (merged duplicates, "Postgres" for PostgreSQL).
+        extra = [a for a in aliases if isinstance(a, str)] if isinstance(aliases, list) else []
+        return Catalog._own_names(node) + extra
+
+    @staticmethod
+    def _own_names(node: Node) -> list[str]:
         kind, name = node.kind, node.name or ""
         if kind in (NodeKind.SERVICE, NodeKind.TEAM, NodeKind.TICKET, NodeKind.ENTITY):
             return [name]
@@ -161,24 +185,148 @@ class GraphResult:
     named: bool = False  # started from anything the question names (passages and entities too)
     reached: int = 0
     subjects: set[str] = field(default_factory=set)  # named nodes of the asked kind the question is about
+    layer: bool = False  # ranked over the entity layer (passages by the PageRank of their entities)
+
+
+@dataclass(slots=True)
+class EntityLayer:
+    """Extracted entities, the nodes that mention them and the relations between them, as one
+    weighted graph held in memory (rebuilt with the catalog).
+
+    Used for questions that name only entities and passages (multi-hop questions over a corpus of
+    prose): a personalised PageRank from the named entities over the whole layer ranks passages by
+    the mass that reaches them, as HippoRAG does. An entity mentioned by many passages counts less:
+    every relationship of an entity mentioned by ``n`` passages weighs ``1 / n`` (its specificity),
+    so a walk leaves a passage through its rare names rather than through "United States" - where
+    breadth-first expansion would have to cut such hubs off, the layer keeps them but weighs them low.
+    """
+
+    keys: list[str]
+    index: dict[str, int]
+    transposed: sp.csr_matrix  # transition matrix, transposed (columns sum to 1 where a node has edges)
+    adjacency: sp.csr_matrix  # symmetric step costs, for evidence paths
+    steps: dict[tuple[int, int], Step]
+    specificity: np.ndarray  # 1 / passages mentioning the node for entities, 1 for other nodes
+    entity: np.ndarray  # bool: the node is an extracted entity
+    facts: list[tuple[str, str, str]] = field(default_factory=list)  # (src, predicate, dst) of RELATED_TO
+
+    @classmethod
+    def build(cls, store: GraphStore, entity_keys: Sequence[str]) -> EntityLayer | None:
+        """The layer over these entities; ``None`` when nothing mentions or relates them."""
+        edges: dict[tuple[str, str, str], None] = {}
+        facts: dict[tuple[str, str, str], None] = {}
+        wanted = set(LAYER_REL_TYPES)
+        for i in range(0, len(entity_keys), LAYER_BATCH):
+            for r in store.get_relationships(entity_keys[i:i + LAYER_BATCH]):
+                if r.type._value_ not in wanted:
+                    continue
+                edges[r.ident] = None
+                predicate = r.props.get("predicate")
+                if r.type is RelType.RELATED_TO and isinstance(predicate, str) and predicate != "names":
+                    for p in predicate.split(" | "):
+                        facts[(r.src, p, r.dst)] = None
+        if not edges:
+            return None
+        keys = sorted({k for src, _, dst in edges for k in (src, dst)})
+        index = {k: i for i, k in enumerate(keys)}
+        is_entity = np.array([k.startswith("entity:") for k in keys])
+        mentions = np.zeros(len(keys))
+        for src, typ, dst in edges:
+            if typ == RelType.MENTIONS.value:
+                mentions[index[dst]] += 1
+        specificity = np.where(is_entity, np.maximum(mentions, 1.0) ** -LAYER_SPECIFICITY_POWER, 1.0)
+        rows, cols, vals, steps = [], [], [], {}
+        for src, typ, dst in edges:
+            a, b = index[src], index[dst]
+            if a == b:
+                continue
+            w = min(specificity[a], specificity[b])
+            if typ == RelType.RELATED_TO.value:
+                w *= LAYER_RELATED_WEIGHT
+            rows += [a, b]
+            cols += [b, a]
+            vals += [w, w]
+            steps[(a, b)] = steps[(b, a)] = Step(src, typ, dst)
+        n = len(keys)
+        matrix = sp.csr_matrix((vals, (rows, cols)), shape=(n, n), dtype=np.float64)
+        matrix.sum_duplicates()
+        out_weight = np.asarray(matrix.sum(axis=1)).ravel()
+        out_weight[out_weight == 0] = 1.0
+        transition = sp.diags(1.0 / out_weight) @ matrix
+        cost = matrix.copy()
+        cost.data = 1.0 / cost.data
+        return cls(keys, index, transition.T.tocsr(), cost.tocsr(), steps, specificity, is_entity, list(facts))
+
+    def rank(self, seeds: dict[str, float], *, iterations: int | None = None,
+             damping: float | None = None) -> np.ndarray:
+        """Personalised PageRank from ``seeds`` (key -> weight) over the whole layer."""
+        iterations = PPR_ITERATIONS if iterations is None else iterations
+        damping = LAYER_DAMPING if damping is None else damping
+        restart = np.zeros(len(self.keys))
+        for key, w in seeds.items():
+            i = self.index.get(key)
+            if i is not None:
+                restart[i] += w
+        total = restart.sum()
+        if total <= 0:
+            return restart
+        restart /= total
+        rank = restart.copy()
+        for _ in range(iterations):
+            rank = damping * (self.transposed @ rank) + (1 - damping) * restart
+        return rank
+
+    def paths(self, sources: Sequence[int], targets: Sequence[int]) -> dict[int, Path]:
+        """The cheapest path from any source to each target (a relationship costs its inverse weight)."""
+        from scipy.sparse.csgraph import dijkstra
+
+        if not sources or not targets:
+            return {}
+        _dist, pred, origin = dijkstra(self.adjacency, directed=False, indices=list(sources), min_only=True,
+                                       return_predecessors=True)
+        out: dict[int, Path] = {}
+        for t in targets:
+            if origin[t] < 0:
+                continue
+            nodes, steps = [t], []
+            while pred[nodes[-1]] >= 0 and len(nodes) < 16:
+                prev = int(pred[nodes[-1]])
+                steps.append(self.steps[(prev, nodes[-1])])
+                nodes.append(prev)
+            out[t] = Path(tuple(self.keys[i] for i in reversed(nodes)), tuple(reversed(steps)))
+        return out
 
 
 class GraphRetriever:
     """Question -> ranked nodes with the paths that reached them (see the module docstring)."""
 
-    def __init__(self, store: GraphStore, *, embedder: Embedder | None = None) -> None:
+    def __init__(self, store: GraphStore, *, embedder: Embedder | None = None,
+                 cache_dir: PathLike | None = None) -> None:
         self.store = store
         self.embedder = embedder
+        self.cache_dir = FsPath(cache_dir) if cache_dir is not None else None
         self._catalog: Catalog | None = None
         self._catalog_stamp: str | None = None
         self._names: tuple[list[str], np.ndarray] | None = None
+        self._layer: EntityLayer | None | bool = False  # False: not built for this catalog yet
+        self._facts: np.ndarray | None = None
 
     @property
     def catalog(self) -> Catalog:
         stamp = self.store.get_meta("last_ingested_at")
         if self._catalog is None or stamp != self._catalog_stamp:
             self._catalog, self._catalog_stamp, self._names = Catalog.build(self.store), stamp, None
+            self._layer, self._facts = False, None
         return self._catalog
+
+    @property
+    def layer(self) -> EntityLayer | None:
+        """The entity layer of this catalog (built on first use; ``None`` without entities)."""
+        cat = self.catalog
+        if self._layer is False:
+            entities = cat.by_kind.get(NodeKind.ENTITY, [])
+            self._layer = EntityLayer.build(self.store, entities) if entities else None
+        return self._layer  # type: ignore[return-value]
 
     def kinds_present(self) -> set[NodeKind]:
         """The node kinds the project holds."""
@@ -192,15 +340,41 @@ class GraphRetriever:
             assert self.embedder is not None
             keys = [k for kind in EMBEDDED_NAME_KINDS for k in cat.by_kind.get(kind, []) if cat.nodes[k][1]]
             texts = [cat.nodes[k][1] for k in keys]
-            matrix = (self.embedder.encode(texts) if texts
-                      else np.zeros((0, self.embedder.dim), dtype=np.float32))
-            self._names = (keys, matrix)
+            self._names = (keys, self._encode_names(texts))
         return self._names
+
+    def _encode_names(self, texts: list[str]) -> np.ndarray:
+        """Name vectors, through the project's embedding cache when there is one (a corpus of
+        passages has tens of thousands of entity names; each new catalog would embed them again)."""
+        assert self.embedder is not None
+        if not texts:
+            return np.zeros((0, self.embedder.dim), dtype=np.float32)
+        if self.cache_dir is None:
+            return self.embedder.encode(texts)
+        from graphmem.retrieval.indexes import EmbeddingCache, text_digest
+
+        cache = EmbeddingCache(self.cache_dir / "embeddings" / f"names-{_safe(self.embedder.fingerprint())}.sqlite",
+                               self.embedder.dim)
+        try:
+            digests = [text_digest(t) for t in texts]
+            known = cache.get_many(digests)
+            missing = sorted({d: i for i, d in enumerate(digests) if d not in known}.values())
+            if missing:
+                vecs = self.embedder.encode([texts[i] for i in missing])
+                cache.put_many((digests[i], vecs[j]) for j, i in enumerate(missing))
+                known.update((digests[i], vecs[j]) for j, i in enumerate(missing))
+            return np.stack([known[d] for d in digests]).astype(np.float32)
+        finally:
+            cache.close()
 
     # --- linking --------------------------------------------------------------------------------
 
-    def link(self, q: Question, query_vec: np.ndarray | None = None) -> dict[str, tuple[float, str]]:
-        """Nodes the question names or describes: key -> (weight, reason)."""
+    def link(self, q: Question, query_vec: np.ndarray | None = None, *,
+             plain: set[str] | None = None) -> dict[str, tuple[float, str]]:
+        """Nodes the question names or describes: key -> (weight, reason).
+
+        ``plain`` collects the passages and untyped entities named by one lower-case word ("mother"
+        for the film "Mother"): a common word rather than a name."""
         cat = self.catalog
         out: dict[str, tuple[float, str]] = {}
 
@@ -224,8 +398,12 @@ class GraphRetriever:
         words = [_singular(w) for w in _words(q.text)]
         raw = _WORD.findall(q.text)
         used = [False] * len(words)
-        for size in (4, 3, 2, 1):
-            for i in range(len(words) - size + 1):
+        for size in range(MAX_NAME_WORDS, 0, -1):
+            # Of overlapping names of one length, those not starting or ending with a function word
+            # go first: "the World Series" names "World Series", not "the World".
+            starts = sorted(range(len(words) - size + 1),
+                            key=lambda i: (words[i] in _STOP or words[i + size - 1] in _STOP, i))
+            for i in starts:
                 if any(used[i:i + size]):
                     continue
                 gram = tuple(words[i:i + size])
@@ -237,6 +415,8 @@ class GraphRetriever:
                     continue  # a plain English word that happens to name a function
                 add(keys, 1.0, f"names {' '.join(raw[i:i + size])!r}")
                 used[i:i + size] = [True] * size
+                if plain is not None and size == 1 and raw[i].islower():
+                    plain.update(k for k in keys if _common_noun(k))
         # Misspelt names ("notifcations"): single-word names of services, teams, people and entities.
         if cat.fuzzy_names:
             from rapidfuzz import fuzz, process
@@ -310,7 +490,8 @@ class GraphRetriever:
 
     def retrieve(self, q: Question, *, lexical_seeds: Sequence[str] = (), k: int = 50,
                  as_of: str | None = None, query_vec: np.ndarray | None = None) -> GraphResult:
-        linked = self.link(q, query_vec)
+        plain: set[str] = set()
+        linked = self.link(q, query_vec, plain=plain)
         seeds = {key: w for key, (w, _) in linked.items()}
         # Lexical and vector hits seed the search when the question names nothing; next to named
         # nodes they only nudge it (as seeds they would outrank what the named nodes lead to).
@@ -318,6 +499,16 @@ class GraphRetriever:
         # not what the organisation's graph knows for certain: the search starts there but is not
         # treated as anchored on the organisation (fusion weighs it less).
         anchored = any(self.catalog.nodes[key][0] not in UNANCHORING_KINDS for key in seeds)
+        asked = set(q.answer_kinds) & set(self.catalog.by_kind)
+        dated = {NodeKind.COMMIT, NodeKind.INCIDENT, NodeKind.DECISION} & set(self.catalog.by_kind)
+        timeless = as_of is None and not (q.time.active and dated)
+        # The entity layer is the graph as it is now, without dates: it answers questions that
+        # name no organisation node, ask for no kind but passages, and speak of no time that
+        # the graph's dated nodes could answer.
+        if not anchored and timeless and asked <= {NodeKind.DOCUMENT, NodeKind.ENTITY} and self.layer is not None:
+            # Over prose, a name is what the question capitalises: "mother" is no film title here.
+            linked = {key: v for key, v in linked.items() if key not in plain or not v[1].startswith("names ")}
+            return self._retrieve_passages(q, linked, lexical_seeds, k, query_vec)
         lexical_weight = LEXICAL_SEED_WEIGHT if not seeds else ANCHORED_LEXICAL_SEED_WEIGHT
         for rank, key in enumerate(lexical_seeds):
             if key in self.catalog.nodes and key not in seeds:
@@ -428,6 +619,72 @@ class GraphRetriever:
             result.hits.append(GraphHit(key, float(final[key]), _path_to(key, parent)))
         return result
 
+    def _fact_vectors(self) -> np.ndarray:
+        """Embeddings of the layer's extracted facts, read as sentences ("Hank Snow moved to Nashville")."""
+        layer, cat = self.layer, self.catalog
+        assert layer is not None
+        if self._facts is None:
+            def name(key: str) -> str:
+                return cat.nodes[key][1] if key in cat.nodes else key.rsplit(":", 1)[-1]
+
+            self._facts = self._encode_names([f"{name(s)} {p} {name(d)}" for s, p, d in layer.facts])
+        return self._facts
+
+    def _retrieve_passages(self, q: Question, linked: dict[str, tuple[float, str]], lexical_seeds: Sequence[str],
+                           k: int, query_vec: np.ndarray | None = None) -> GraphResult:
+        """Rank by personalised PageRank over the entity layer (see ``EntityLayer``): the named
+        entities seed it by their specificity, passages the question names by title seed it fully,
+        and the best lexical and vector passages join weakly (as in HippoRAG 2)."""
+        layer = self.layer
+        assert layer is not None
+        cat = self.catalog
+        seeds: dict[str, float] = {}
+        for key, (w, _why) in linked.items():
+            i = layer.index.get(key)
+            if i is None:
+                continue
+            if layer.entity[i]:
+                seeds[key] = seeds.get(key, 0.0) + w * float(layer.specificity[i])
+            else:
+                seeds[key] = seeds.get(key, 0.0) + w * LAYER_DOC_SEED_WEIGHT
+        for rank, key in enumerate(lexical_seeds):
+            if key in layer.index:
+                seeds[key] = seeds.get(key, 0.0) + LAYER_LEXICAL_SEED_WEIGHT / (rank + 1)
+        # Extracted facts the question reads like (HippoRAG 2's query-to-triple linking): their
+        # subjects and objects are where the answer's passages are.
+        if layer.facts and query_vec is not None and self.embedder is not None and LAYER_FACTS:
+            sims = self._fact_vectors() @ np.asarray(query_vec, dtype=np.float32)
+            for j in np.argsort(-sims)[:LAYER_FACTS]:
+                if sims[j] < LAYER_FACT_SIMILARITY:
+                    break
+                src, pred, dst = layer.facts[j]
+                why = f"in the fact {src.rsplit(':', 1)[-1]!r} {pred} {dst.rsplit(':', 1)[-1]!r} ({sims[j]:.2f})"
+                for key in (src, dst):
+                    weight = LAYER_FACT_SEED_WEIGHT * float(sims[j]) * float(layer.specificity[layer.index[key]])
+                    seeds[key] = seeds.get(key, 0.0) + weight
+                    linked.setdefault(key, (0.0, why))
+        result = GraphResult([], seeds, {key: why for key, (_, why) in linked.items()}, anchored=False,
+                             named=bool(linked), layer=True)
+        if not seeds:
+            return result
+        scores = layer.rank(seeds)
+        wants_entities = NodeKind.ENTITY in q.answer_kinds
+        order = np.argsort(-scores, kind="stable")
+        top: list[int] = []
+        for i in order:
+            if scores[i] <= 0 or len(top) >= k:
+                break
+            if layer.entity[i] and not wants_entities:
+                continue
+            top.append(int(i))
+        result.reached = int(np.count_nonzero(scores))
+        paths = layer.paths([layer.index[key] for key in seeds if key in layer.index], top)
+        for i in top:
+            key = layer.keys[i]
+            if key in cat.nodes:
+                result.hits.append(GraphHit(key, float(scores[i]), paths.get(i, Path((key,), ()))))
+        return result
+
     @staticmethod
     def _pagerank(nodes: list[str], edges: list[Edge], seeds: dict[str, float],
                   weights: dict[str, float], directions: dict[str, str] | None = None,
@@ -518,6 +775,19 @@ def _cheapest_paths(edges: list[Edge], start: dict[str, float], weights: dict[st
                 dist[other], prev[other] = new, (key, step)
                 heapq.heappush(heap, (new, other))
     return prev
+
+
+def _common_noun(key: str) -> bool:
+    """Whether a node that one lower-case question word names is likely just that common word: a
+    passage titled with it, or an entity of no particular type ("Mother", the film, or "church"
+    from open extraction). A typed entity is a name however it is written ("postgres")."""
+    if key.startswith("entity:"):
+        return key.split(":", 2)[1] in GENERIC_ENTITY_TYPES
+    return key.startswith("doc:")
+
+
+def _safe(name: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name)[:120]
 
 
 def _path_to(key: str, parent: dict[str, tuple[str, Step] | None]) -> Path:

@@ -15,7 +15,7 @@ Traversal rules:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
@@ -214,6 +214,12 @@ class GraphStore(Protocol):
         closed element is reopened from ``at``. Chunks are replaced whole by id. Relationships whose
         ends do not exist or are closed are skipped and counted (``missing_endpoints``).
         """
+
+    def set_sources(self, nodes: Mapping[str, Sequence[str]] | None = None,
+                    rels: Mapping[tuple[str, str, str], Sequence[str]] | None = None) -> WriteSummary:
+        """Replace the source lists of existing elements (``upsert`` only adds sources; undoing an
+        entity merge takes back the ones it added). Unknown elements are ignored; a list must not be
+        empty (close or remove an element instead). Counts the nodes and relationships changed."""
 
     def close_sources(self, paths: Iterable[str], *, at: str | None = None, keep: Keep | None = None) -> WriteSummary:
         """Withdraw these source paths: an element left with no source is closed at ``at``, as are

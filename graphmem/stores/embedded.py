@@ -15,7 +15,7 @@ import gc
 import sqlite3
 import threading
 from contextlib import contextmanager
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import networkx as nx
@@ -346,6 +346,57 @@ class EmbeddedStore(TraversalMixin):
                     for r in new_rels:
                         for s in r.sources:
                             rel_sources.setdefault(s, set()).add((r.src, r.type._value_, r.dst))
+
+                return apply
+
+            self._write(db, work)
+            self._version = db.execute("PRAGMA data_version").fetchone()[0]
+        return summary
+
+    def set_sources(self, nodes: Mapping[str, Sequence[str]] | None = None,
+                    rels: Mapping[RelIdent, Sequence[str]] | None = None) -> WriteSummary:
+        node_lists = {k: tuple(dict.fromkeys(v)) for k, v in (nodes or {}).items()}
+        rel_lists = {tuple(i): tuple(dict.fromkeys(v)) for i, v in (rels or {}).items()}
+        if any(not v for v in [*node_lists.values(), *rel_lists.values()]):
+            raise StoreError("set_sources needs at least one source per element (close or remove it instead)")
+        summary = WriteSummary()
+        with self._lock:
+            db = self._conn()
+
+            def work(db: sqlite3.Connection):  # type: ignore[no-untyped-def]
+                graph = self._graph
+                new_nodes = [(old, Node(old.key, old.name, old.provenance, old.props, old.valid_from, old.valid_to,
+                                        node_lists[key]))
+                             for key in sorted(node_lists) if (data := graph.nodes.get(key)) and (old := data["n"])]
+                new_rels = []
+                for ident in sorted(rel_lists):
+                    src, typ, dst = ident
+                    data = graph._succ.get(src, {}).get(dst, {}).get(typ)
+                    if data is not None:
+                        old_rel: Relationship = data["r"]
+                        new_rels.append((old_rel, Relationship(old_rel.src, old_rel.type, old_rel.dst,
+                                                               old_rel.provenance, old_rel.props, old_rel.valid_from,
+                                                               old_rel.valid_to, rel_lists[ident])))
+                dumps = self._codec.dump_sources
+                db.executemany("UPDATE nodes SET sources=? WHERE key=?",
+                               [(dumps(n.sources, n.provenance), n.key) for _, n in new_nodes])
+                db.executemany("UPDATE rels SET sources=? WHERE src=? AND type=? AND dst=?",
+                               [(dumps(r.sources, r.provenance), *r.ident) for _, r in new_rels])
+                summary.nodes, summary.rels = len(new_nodes), len(new_rels)
+
+                def apply() -> None:
+                    for old, n in new_nodes:
+                        graph.nodes[n.key]["n"] = n
+                        for path in old.sources:
+                            self._node_sources.get(path, set()).discard(n.key)
+                        for path in n.sources:
+                            self._node_sources.setdefault(path, set()).add(n.key)
+                    for old_rel, r in new_rels:
+                        graph.edges[r.src, r.dst, r.type._value_]["r"] = r
+                        for path in old_rel.sources:
+                            self._rel_sources.get(path, set()).discard(r.ident)
+                        for path in r.sources:
+                            self._rel_sources.setdefault(path, set()).add(r.ident)
 
                 return apply
 

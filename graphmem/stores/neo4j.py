@@ -17,7 +17,7 @@ relationship type taken from the model's enums.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -459,6 +459,29 @@ class Neo4jStore(TraversalMixin):
                 for future in running:
                     future.cancel()
                 raise
+
+    def set_sources(self, nodes: Mapping[str, Sequence[str]] | None = None,
+                    rels: Mapping[tuple[str, str, str], Sequence[str]] | None = None) -> WriteSummary:
+        node_rows = [{"key": k, "left": list(dict.fromkeys(v))} for k, v in sorted((nodes or {}).items())]
+        rel_rows = [{"src": i[0], "type": i[1], "dst": i[2], "left": list(dict.fromkeys(v))}
+                    for i, v in sorted((rels or {}).items())]
+        if any(not row["left"] for row in node_rows + rel_rows):
+            raise StoreError("set_sources needs at least one source per element (close or remove it instead)")
+        summary = WriteSummary()
+        project = self._project
+
+        def work(tx: Any) -> tuple[int, int]:
+            n = tx.run("UNWIND $rows AS row MATCH (n:Node {project: $project, key: row.key}) "
+                       + _SET_LEFT.format(v="n") + " RETURN count(n) AS c", project=project,
+                       rows=node_rows).single()["c"]
+            r = tx.run("""UNWIND $rows AS row
+                          MATCH (:Node {project: $project, key: row.src})-[r]->(:Node {project: $project, key: row.dst})
+                          WHERE type(r) = row.type """ + _SET_LEFT.format(v="r") + " RETURN count(r) AS c",
+                       project=project, rows=rel_rows).single()["c"]
+            return n, r
+
+        summary.nodes, summary.rels = self._run(True, work)
+        return summary
 
     def close_sources(self, paths: Iterable[str], *, at: str | None = None, keep: Keep | None = None) -> WriteSummary:
         return self._withdraw(sorted(set(paths)), at=to_iso(at) if at else now_iso(), delete=False,

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from graphmem.errors import ModelError
+from graphmem.errors import ModelError, StoreError
 from graphmem.model import Chunk, Node, Provenance, Relationship, RelType
 from graphmem.stores.base import GraphStore
 
@@ -234,6 +234,30 @@ class StoreContract:
         assert loaded.get_node("sym:billing/client.py::charge") is None
         counts = loaded.counts()
         assert counts.closed_nodes == 0 and counts.total_nodes == 8 and counts.total_rels == 7
+
+    def test_set_sources_replaces_source_lists(self, loaded: GraphStore, make_store: MakeStore) -> None:
+        call = ("sym:billing/handlers.py::InvoiceHandler.post", "CALLS", "sym:billing/client.py::charge")
+        loaded.upsert([Node("service:billing", "billing", prov("docs/a.md"))], at=T1)
+        assert loaded.get_node("service:billing").sources == ("CODEOWNERS", "docs/a.md")
+        summary = loaded.set_sources({"service:billing": ["docs/a.md"], "service:nope": ["x.md"]},
+                                     {call: ["billing/handlers.py", "docs/b.md"]})
+        assert (summary.nodes, summary.rels) == (1, 1)
+        again = make_store("alpha")  # persisted, not only in memory
+        assert again.get_node("service:billing").sources == ("docs/a.md",)
+        assert again.get_node("service:billing").props == {"language": "python"}
+        [rel] = [r for r in again.get_relationships([call[0]]) if r.ident == call]
+        assert set(rel.sources) == {"billing/handlers.py", "docs/b.md"}
+        # Withdrawal follows the new lists: CODEOWNERS no longer holds the service up.
+        loaded.close_sources(["CODEOWNERS", "docs/b.md"], at=T2)
+        assert loaded.get_node("service:billing").is_open
+        assert [r.sources for r in loaded.get_relationships([call[0]]) if r.ident == call] == [("billing/handlers.py",)]
+        loaded.close_sources(["docs/a.md"], at=T2)
+        assert not loaded.get_node("service:billing").is_open
+        with pytest.raises(StoreError):
+            loaded.set_sources({"team:payments": []})
+        other = make_store("beta")
+        assert other.set_sources({"sym:billing/client.py::charge": ["elsewhere.py"]}).nodes == 0
+        assert loaded.get_node("sym:billing/client.py::charge").sources == ("billing/client.py",)
 
     def test_withdrawing_an_unknown_source_does_nothing(self, loaded: GraphStore) -> None:
         before = loaded.counts().as_dict()
