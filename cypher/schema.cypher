@@ -13,9 +13,10 @@ FOR (n:Node) ON (n.project, n.source_path);
 CREATE INDEX graphmem_node_multi IF NOT EXISTS
 FOR (n:Node) ON (n.project, n.multi);
 
-// Names and keys, for finding nodes from the words of a question.
-CREATE FULLTEXT INDEX graphmem_node_text IF NOT EXISTS
-FOR (n:Node) ON EACH [n.name, n.key];
+// No full-text index on names: retrieval keeps its own BM25 index and name catalog, and a Lucene
+// index updated on every commit cost a quarter of the write throughput (bench/bench_stores.py).
+// Stores created before this change had one; it goes.
+DROP INDEX graphmem_node_text IF EXISTS;
 
 // Text chunks for retrieval, linked (n:Node)-[:HAS_CHUNK]->(c:Chunk).
 CREATE CONSTRAINT graphmem_chunk_id IF NOT EXISTS

@@ -173,8 +173,7 @@ BENIGN = [
     "CALL db.relationshipTypes()",
     "CALL db.propertyKeys() YIELD propertyKey RETURN count(*) AS keys",
     "CALL db.schema.visualization()",
-    ("CALL db.index.fulltext.queryNodes('graphmem_node_text', 'billing') YIELD node, score "
-     "WHERE node.project = $project RETURN node.key, score LIMIT 5"),
+    "CALL db.schema.nodeTypeProperties() YIELD nodeType, propertyName RETURN nodeType, count(*) AS props",
     "SHOW INDEXES YIELD name RETURN name",
     "SHOW CONSTRAINTS",
     "SHOW PROCEDURES YIELD name RETURN count(*) AS procedures",

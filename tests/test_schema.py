@@ -23,15 +23,15 @@ def test_schema_is_idempotent_and_complete(neo4j_schema: Any) -> None:
     records = neo4j_schema.execute_query("SHOW INDEXES YIELD name, state RETURN name, state").records
     states = {r["name"]: r["state"] for r in records}
     statements = split_statements(read_cypher("schema.cypher"))
-    expected = set()
+    expected, dropped = set(), set()
     for statement in statements:
-        name = statement.split()[2] if statement.split()[1] in ("INDEX", "CONSTRAINT") else statement.split()[3]
-        if "{type}" in name:
-            expected |= {name.replace("{type}", t.value.lower()) for t in RelType}
-        else:
-            expected.add(name)
+        words = statement.split()
+        name = words[2] if words[1] in ("INDEX", "CONSTRAINT") else words[3]
+        names = {name.replace("{type}", t.value.lower()) for t in RelType} if "{type}" in name else {name}
+        (dropped if words[0] == "DROP" else expected).update(names)
     assert expected <= set(states), expected - set(states)
     assert all(states[n] == "ONLINE" for n in expected)
+    assert not dropped & set(states)
 
 
 def test_docker_compose_runs_the_same_neo4j_as_the_local_script() -> None:
