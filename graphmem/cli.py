@@ -10,7 +10,6 @@ import json
 import logging
 import sys
 from collections.abc import Callable
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -20,7 +19,7 @@ from extractors.llm import SOURCE_KINDS as LLM_SOURCE_KINDS
 from graphmem import __version__
 from graphmem.config import STORES, Settings
 from graphmem.errors import GraphmemError
-from graphmem.model import NodeKind, project_from_path
+from graphmem.model import NodeKind, parse_day, project_from_path
 from graphmem.retrieval.fusion import DEFAULT_MODE, PRESETS
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -289,9 +288,9 @@ def query(ctx: Context, text: str, mode: str, k: int, kinds: tuple[str, ...], pa
 
     gm = ctx.graphmem()
     try:
-        when = _parse_date(as_of)
+        when = parse_day(as_of, "--as-of")
         answer = gm.query(text, mode=mode, k=k, kinds=list(kinds) or None, path_prefix=path_prefix,
-                          now=_parse_date(now), as_of=to_iso(when) if when else None)
+                          now=parse_day(now, "--now"), as_of=to_iso(when) if when else None)
     finally:
         gm.close()
     if as_json:
@@ -475,7 +474,7 @@ def eval_run(ctx: Context, dataset: str, corpus: Path | None, graph: str, data_r
         elif corpus is not None:
             gm.ingest(corpus)
             ctx.remember(project)
-        report = run(gm, questions, wanted, k=k, now=_parse_date(now), dataset=label)
+        report = run(gm, questions, wanted, k=k, now=parse_day(now, "--now"), dataset=label)
     finally:
         gm.close()
     if out is not None:
@@ -568,16 +567,6 @@ class _nothing:
 
     def __exit__(self, *exc: object) -> None:
         return None
-
-
-def _parse_date(value: str | None) -> datetime | None:
-    if value is None:
-        return None
-    try:
-        day = datetime.fromisoformat(value)
-    except ValueError:
-        raise GraphmemError(f"--now must be a date such as 2026-06-01, not {value!r}") from None
-    return day if day.tzinfo else day.replace(tzinfo=timezone.utc)
 
 
 @cli.command()

@@ -20,7 +20,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Sequence
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -29,7 +29,14 @@ from pydantic import Field
 from graphmem import __version__
 from graphmem.config import Settings
 from graphmem.errors import GraphmemError
-from graphmem.model import REL_ENDPOINTS, ModelError, NodeKind, RelType, kind_of
+from graphmem.model import (
+    REL_ENDPOINTS,
+    ModelError,
+    NodeKind,
+    RelType,
+    kind_of,
+    parse_day,
+)
 from graphmem.retrieval.fusion import DEFAULT_MODE, PRESETS
 
 log = logging.getLogger(__name__)
@@ -102,8 +109,8 @@ class Service:
         for kind in kinds or ():
             if kind not in {k.value for k in NodeKind}:
                 raise GraphmemError(f"unknown kind {kind!r}; one of {', '.join(k.value for k in NodeKind)}")
-        when = _date(now, "now")
-        as_of_day = _date(as_of, "as_of")
+        when = parse_day(now, "now")
+        as_of_day = parse_day(as_of, "as_of")
         from graphmem.model import to_iso
 
         answer = self._locked(lambda gm: gm.query(
@@ -143,7 +150,7 @@ class Service:
                   limit: int = 50) -> dict[str, Any]:
         _check_key(key)
         types = _check_types(rel_types)
-        day = _date(as_of, "as_of")
+        day = parse_day(as_of, "as_of")
 
         def work(gm: Any) -> dict[str, Any]:
             if gm.store.get_node(key) is None:
@@ -165,7 +172,7 @@ class Service:
         _check_key(source)
         _check_key(target)
         types = _check_types(rel_types)
-        day = _date(as_of, "as_of")
+        day = parse_day(as_of, "as_of")
 
         def work(gm: Any) -> dict[str, Any]:
             store = gm.store
@@ -374,16 +381,6 @@ def _check_types(rel_types: list[str] | None) -> list[str] | None:
     if bad:
         raise GraphmemError(f"unknown relationship types {bad}; known: {', '.join(sorted(known))}")
     return [t.upper() for t in rel_types]
-
-
-def _date(value: str | None, what: str) -> datetime | None:
-    if not value:
-        return None
-    try:
-        day = datetime.fromisoformat(value)
-    except ValueError:
-        raise GraphmemError(f"{what} must be a date such as 2026-06-01, not {value!r}") from None
-    return day if day.tzinfo else day.replace(tzinfo=timezone.utc)
 
 
 def _iso(day: datetime | None) -> str | None:

@@ -253,6 +253,17 @@ def entity_key(entity_type: str, name: str) -> str:
     return f"entity:{normalise_name(entity_type)}:{normalise_name(name)}"
 
 
+def parse_day(value: str | None, what: str = "the date") -> datetime | None:
+    """A date or time a user gave (ISO 8601; UTC when it names no zone). ``None`` and "" give None."""
+    if not value:
+        return None
+    try:
+        day = datetime.fromisoformat(value)
+    except ValueError:
+        raise ModelError(f"{what} must be a date such as 2026-06-01, not {value!r}") from None
+    return day if day.tzinfo else day.replace(tzinfo=timezone.utc)
+
+
 def kind_of(key: str) -> NodeKind:
     """The node kind a key names, from its prefix."""
     prefix, sep, rest = key.partition(":")
