@@ -66,7 +66,7 @@ def test_eval_run_command_prints_the_spec_summary(small_org: tuple[Path, Path], 
     out = subprocess.run([sys.executable, "-m", "graphmem.cli", "--home", str(tmp_path / "home"), "eval", "run",
                           "--dataset", str(qfile), "--corpus", str(repo), "--modes", "bm25,graph",
                           "--now", NOW, "--out", str(tmp_path / "report"), "--json"],
-                         capture_output=True, text=True, timeout=900, cwd=REPO)
+                         check=False, capture_output=True, text=True, timeout=900, cwd=REPO)
     assert out.returncode == 0, out.stderr[-2000:]
     summary = json.loads(out.stdout)
     assert summary["questions"] == len(load_questions(qfile)) and set(summary["modes"]) == {"bm25", "graph"}
@@ -142,12 +142,12 @@ def test_graph_beats_each_single_retriever_on_musique_with_the_rule_graph(
     assert musique_rules["hybrid"]["recall@5"] >= _best_single(musique_rules, "recall@5"), musique_rules
 
 
-def test_openie_graph_is_no_worse_than_the_rule_graph_on_musique(
+def test_openie_graph_beats_the_rule_graph_on_musique(
         musique_openie: dict[str, dict[str, float]], musique_rules: dict[str, dict[str, float]]) -> None:
-    """Measured graph Recall@5, OpenIE against rules: 0.726 / 0.728 and 0.728 / 0.724 in two runs -
-    level within one question either way, so the gate holds the OpenIE graph to "not worse" rather
-    than to "better"."""
-    assert musique_openie["graph"]["recall@5"] >= musique_rules["graph"]["recall@5"] - TOLERANCE
+    """With its extracted relations weighed above mentions and synonymy edges between its facts'
+    names, the OpenIE graph ranks passages better than the rule graph: graph Recall@5 measured
+    0.743 against 0.724 (the pipeline is deterministic, so one run decides)."""
+    assert musique_openie["graph"]["recall@5"] > musique_rules["graph"]["recall@5"], (musique_openie, musique_rules)
 
 
 def test_graph_and_hybrid_beat_each_single_retriever_on_2wiki(wiki_rules: dict[str, dict[str, float]]) -> None:
