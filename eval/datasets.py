@@ -4,7 +4,8 @@
 from the dataset's own supporting-fact annotations; ``import_corpus`` writes the passages and an
 entity graph over them into a graphmem project: by default the rule-based one
 (:mod:`extractors.passages`: titles, capitalised names, dates), or for MuSiQue the GPT-3.5 OpenIE
-triples. Either graph goes through the same entity-writing path and entity resolution.
+triples, written by :func:`graphmem.enrich.write_extractions` as LLM extractions are. Either
+graph's entities then go through entity resolution.
 
     python -m eval.datasets musique out/ --graph openie
 """
@@ -23,11 +24,12 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from graphmem.model import (
     Chunk,
     Node,
+    NodeKind,
     Provenance,
     Relationship,
     RelType,
@@ -37,11 +39,17 @@ from graphmem.model import (
     now_iso,
 )
 
+if TYPE_CHECKING:
+    from graphmem.enrich import SourceExtraction
+
 DEFAULT_ROOT = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
 NAMES = ("2wiki", "musique", "hotpotqa")
 EXTRACTOR_VERSION = "1"
 # The OpenIE output lists entity names without types; they all get this one.
 GENERIC_ENTITY_TYPE = "concept"
+# OpenIE names are grounded in their passage (title and text) as LLM extractions are: a name the
+# passage does not spell is not written.
+OPENIE_GROUND_NAMES = True
 OPENIE_FILE = "openie_musique_train_results_ner_gpt-3.5-turbo-1106_1890.json"
 _SLUG_MAX = 80
 
@@ -221,18 +229,21 @@ def _batches(items: list[Any], size: int) -> Iterable[list[Any]]:
 
 
 def openie_graph(dataset: Dataset, openie_path: Path, *, only: set[str] | None = None, titles: bool = True,
-                 ) -> tuple[list[Node], list[Relationship], dict[str, int]]:
-    """Entity nodes, passage MENTIONS and entity RELATED_TO relationships from the OpenIE file.
+                 ) -> tuple[list[Node], list[Relationship], list[SourceExtraction], dict[str, int]]:
+    """The OpenIE graph's parts: the corpus's title structure (entity nodes and passage MENTIONS)
+    and one :class:`~graphmem.enrich.SourceExtraction` per matched passage (its GPT-3.5 entities
+    and triples), for :func:`graphmem.enrich.write_extractions` - the path LLM extractions take.
 
     OpenIE docs are matched to passages by exact (title, text), then by their ``passage`` field
     ("title\\ntext"), then by a title that names one passage only. ``only`` limits the graph to these
     passage ids (for importing a slice).
 
-    With ``titles`` (the default) the graph also carries the corpus's own structure, as
-    :func:`rules_graph` does: each passage is about the entity its title names (``role = "about"``)
-    and mentions the other passages' titles its text spells. The two graphs then differ only in what
-    was *extracted*: GPT-3.5 entities and triples here, capitalised names and dates there."""
+    With ``titles`` (the default) the structure is the one :func:`rules_graph` writes: each passage
+    is about the entity its title names (``role = "about"``) and mentions the other passages'
+    titles its text spells. The two graphs then differ only in what was *extracted*: GPT-3.5
+    entities and triples here, capitalised names and dates there."""
     from extractors.passages import TitleIndex, title_mentions, title_name
+    from graphmem.enrich import SourceExtraction
 
     docs = _read(openie_path)["docs"]
     index = TitleIndex(p.title for p in dataset.passages)
@@ -243,14 +254,17 @@ def openie_graph(dataset: Dataset, openie_path: Path, *, only: set[str] | None =
     stats = Counter(openie_docs=len(docs))
     entities: dict[str, Node] = {}
     rels: dict[tuple[str, str, str], Relationship] = {}
-    # Every passage that states an entity or a triple is one of its sources, so withdrawing one
-    # passage closes only what no other passage still says.
-    sources: dict[object, dict[str, None]] = {}
+    extractions: list[SourceExtraction] = []
+    # Every passage naming a title entity is one of its sources, so withdrawing one passage closes
+    # only what no other passage still says.
+    sources: dict[str, dict[str, None]] = {}
 
     def entity(name: str, prov: Provenance) -> str | None:
         name = " ".join(str(name).split())
         if not normalise_name(name):
             return None
+        # The type extractions get too (``from_triples``' default), so a title entity and the
+        # same name extracted from a passage are one node.
         key = entity_key(GENERIC_ENTITY_TYPE, name)
         if key not in entities:
             entities[key] = Node(key, name, prov, props={"entity_type": GENERIC_ENTITY_TYPE})
@@ -272,30 +286,14 @@ def openie_graph(dataset: Dataset, openie_path: Path, *, only: set[str] | None =
             continue
         stats["docs_imported"] += 1
         prov = _provenance(dataset.name, passage.id)
-        mentioned: list[str] = []
-        for name in doc.get("extracted_entities") or []:
-            if isinstance(name, str) and (key := entity(name, prov)):
-                mentioned.append(key)
-        for triple in doc.get("extracted_triples") or []:
-            # GPT output is not always well formed: skip triples that are not [s, p, o] strings.
-            if not isinstance(triple, list) or len(triple) != 3 or not all(isinstance(t, str) for t in triple):
-                stats["malformed_triples"] += 1
-                continue
-            s, p, o = triple
-            src, dst = entity(s, prov), entity(o, prov)
-            if not src or not dst or not p.strip() or src == dst:
-                stats["malformed_triples"] += 1
-                continue
-            mentioned += [src, dst]  # a triple's ends are named by the passage too
-            ident = (src, "RELATED_TO", dst)
-            if ident in rels:  # (src, type, dst) is the identity: keep every predicate stated
-                preds = rels[ident].props["predicate"]
-                if p.strip() not in str(preds).split(" | "):
-                    rels[ident].props["predicate"] = f"{preds} | {p.strip()}"
-                stats["repeated_triples"] += 1
-            else:
-                rels[ident] = Relationship(src, RelType.RELATED_TO, dst, prov, props={"predicate": p.strip()})
-            sources.setdefault(ident, {})[prov.source_path] = None
+        # The passage's own source path: withdrawing the passage withdraws its triples too. The
+        # title is part of the text names are grounded in, as it is of the passage's chunk.
+        extraction = SourceExtraction.from_triples(
+            passage.key, f"{passage.title}\n{passage.text}", doc.get("extracted_triples") or [],
+            entities=doc.get("extracted_entities") or [], entity_type=GENERIC_ENTITY_TYPE,
+            extractor="openie", extractor_version=EXTRACTOR_VERSION, source_path=prov.source_path)
+        stats["malformed_triples"] += extraction.malformed
+        extractions.append(extraction)
         # The passage is about its title (the dataset says so; the triples need not): the same
         # ``role = "about"`` mention the rule-based graph makes, so passages of one article meet.
         if titles and (about := entity(title_name(passage.title), prov)):
@@ -304,19 +302,11 @@ def openie_graph(dataset: Dataset, openie_path: Path, *, only: set[str] | None =
             # Other passages' titles spelt in the text name those passages' subjects.
             for name in title_mentions(passage.text, index):
                 if (key := entity(name, prov)) and key != about:
-                    mentioned.append(key)
-        for key in dict.fromkeys(mentioned):
-            ident = (passage.key, "MENTIONS", key)
-            rels.setdefault(ident, Relationship(passage.key, RelType.MENTIONS, key, prov))
+                    rels.setdefault((passage.key, "MENTIONS", key),
+                                    Relationship(passage.key, RelType.MENTIONS, key, prov))
     for key, node in entities.items():
         node.sources = tuple(sources[key])
-    for ident, rel in rels.items():
-        if ident in sources:
-            rel.sources = tuple(sources[ident])
-    stats["entities"] = len(entities)
-    stats["mentions"] = sum(r.type is RelType.MENTIONS for r in rels.values())
-    stats["related_to"] = sum(r.type is RelType.RELATED_TO for r in rels.values())
-    return list(entities.values()), list(rels.values()), dict(stats)
+    return list(entities.values()), list(rels.values()), extractions, dict(stats)
 
 
 GRAPHS = ("rules", "openie")
@@ -367,8 +357,11 @@ def import_corpus(gm: Any, dataset: Dataset, *, graph: str | None = "rules", tri
 
     ``graph``: ``"rules"`` (default; :func:`rules_graph`), ``"openie"`` (MuSiQue only: the GPT-3.5
     OpenIE triples) or ``None`` (passages only). ``triples=True`` is the older spelling of
-    ``graph="openie"``. Both graphs are written by :func:`write_entity_graph`, which resolves
-    duplicate entities unless ``resolve`` is false.
+    ``graph="openie"``. The rule graph and the OpenIE graph's title structure are written by
+    :func:`write_entity_graph`; the OpenIE entities and triples by
+    :func:`graphmem.enrich.write_extractions`, as LLM extractions are (grounded in the passage,
+    linked, with the passage's provenance). Duplicate entities are then resolved unless
+    ``resolve`` is false.
     """
     if triples:
         graph = "openie"
@@ -383,18 +376,38 @@ def import_corpus(gm: Any, dataset: Dataset, *, graph: str | None = "rules", tri
     for part in _batches([passage_elements(dataset.name, p) for p in chosen], batch):
         summary = gm.store.upsert([n for n, _ in part], (), [c for _, c in part])
         written.update(nodes=summary.nodes, chunks=summary.chunks)
-    if graph is not None:
-        if graph == "openie":
-            nodes, rels, stats = openie_graph(dataset, Path(root) / "musique_train_sample" / OPENIE_FILE,
-                                              only={p.id for p in chosen})
-            report["triples"] = stats
-        else:
-            nodes, rels, stats = rules_graph(dataset, chosen)
-            report["rules"] = stats
-        out = write_entity_graph(gm.store, nodes, rels, batch=batch, resolve=resolve)
-        if "resolution" in out:
-            report["resolution"] = out.pop("resolution")
-        written.update(out)
+    if graph == "openie":
+        from graphmem.enrich import write_extractions
+
+        nodes, rels, extractions, stats = openie_graph(
+            dataset, Path(root) / "musique_train_sample" / OPENIE_FILE, only={p.id for p in chosen})
+        # The title structure first: extraction links to its entities and leaves its ``about``
+        # mentions as they are (the deterministic facts are not overwritten).
+        written.update(write_entity_graph(gm.store, nodes, rels, batch=batch, resolve=False))
+        facts = write_extractions(gm.store, extractions, ground_names=OPENIE_GROUND_NAMES, batch=batch,
+                                  resolve=False)
+        paths = {_provenance(dataset.name, p.id).source_path for p in chosen}
+        stats["entities"] = sum(1 for n in gm.store.iter_nodes([NodeKind.ENTITY])
+                                if paths.intersection(n.sources or (n.provenance.source_path,)))
+        stats["mentions"] = len(rels) + facts.mentions
+        stats["related_to"] = facts.related
+        stats["dropped_entities"] = facts.dropped_entities
+        stats["dropped_relations"] = facts.dropped_relations
+        report["triples"] = stats
+        written["entity_nodes"] = stats["entities"]
+        written["rels"] += facts.mentions + facts.related
+        written["missing_endpoints"] += facts.missing_endpoints
+    elif graph == "rules":
+        nodes, rels, stats = rules_graph(dataset, chosen)
+        report["rules"] = stats
+        written.update(write_entity_graph(gm.store, nodes, rels, batch=batch, resolve=False))
+    if graph is not None and resolve:
+        # Once, after both writes: duplicates may span the title structure and the extractions.
+        from graphmem.resolution import resolve_entities
+
+        resolved = resolve_entities(gm.store).as_dict()
+        resolved["merge_ids"] = len(resolved["merge_ids"])  # the ids are in the store (merge_history)
+        report["resolution"] = resolved
     # Graph retrieval rebuilds its name catalog when this stamp moves.
     gm.store.set_meta({"last_ingested_at": now_iso(), "root": f"dataset:{dataset.name}"})
     report["written"] = dict(written)
