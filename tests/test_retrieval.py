@@ -290,6 +290,18 @@ def test_the_example_questions_find_their_answers_with_paths(answered: tuple[Gra
                                for r in rels), step
 
 
+def test_a_described_kind_is_taken_next_to_what_the_question_names(answered: tuple[Graphmem, dict]) -> None:
+    """"The incident that hit the notifications service" is the one AFFECTED links to that service,
+    even when a text search found other incidents first."""
+    gm, facts = answered
+    q = next(q for q in facts["questions"] if q["id"] == "org-5")
+    hit = [k for k, v in facts["incidents"].items() if v["services"] == ["service:notifications"]]
+    answer = gm.query(q["question"], mode="hybrid", k=5)
+    described = [k for k, why in answer.analysis["linked"].items() if why.startswith("the kind the question")]
+    assert described == hit
+    assert q["gold"][0] in answer.keys[:2], answer.keys
+
+
 def test_hybrid_beats_each_single_retriever_on_the_example_questions(answered: tuple[Graphmem, dict]) -> None:
     gm, facts = answered
 

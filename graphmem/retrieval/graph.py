@@ -625,6 +625,15 @@ class GraphRetriever:
                     seeds[key] *= STEPPED_FROM_WEIGHT
             if described and level == 0:
                 near = [key for key in frontier if cat.nodes.get(key, (None,))[0] in described]
+                # "the incident that hit notifications": the neighbours of what the question names
+                # (not of passages a text search found, and even when a text search seeded them
+                # already), and among those the ones joined by a relationship the question names
+                # (AFFECTED) rather than a mere mention.
+                named_types = {t.value for t in q.rel_types}
+                beside = {e.other: e.step.type for key, (_, why) in linked.items() if why.startswith("names ")
+                          for e in by_origin.get(key, []) if cat.nodes.get(e.other, (None,))[0] in described}
+                typed = sorted(key for key, typ in beside.items() if typ in named_types)
+                near = typed or sorted(beside) or near
                 for key in near:
                     seeds[key] = max(seeds.get(key, 0.0), DESCRIBED_SEED_WEIGHT / len(near))
                     result.linked.setdefault(key, "the kind the question describes, next to what it names")
