@@ -19,7 +19,9 @@ import json
 import logging
 import os
 import threading
+from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import asdict
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
@@ -253,7 +255,7 @@ class Service:
     def saved_queries() -> list[dict[str, Any]]:
         from graphmem.readonly import saved_queries
 
-        return [{"name": q.name, "description": q.description, "params": [_param(p) for p in q.params]}
+        return [{"name": q.name, "description": q.description, "params": [asdict(p) for p in q.params]}
                 for q in saved_queries().values()]
 
     @staticmethod
@@ -398,20 +400,7 @@ def _node(node: Any, *, full: bool = False) -> dict[str, Any]:
 
 
 def _count_types(types: Any) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for t in types:
-        counts[t] = counts.get(t, 0) + 1
-    return dict(sorted(counts.items()))
-
-
-def _param(p: Any) -> Any:
-    if isinstance(p, tuple):
-        return list(p)
-    if hasattr(p, "__dataclass_fields__"):
-        from dataclasses import asdict
-
-        return asdict(p)
-    return p
+    return dict(sorted(Counter(types).items()))
 
 
 def default_ingest_roots() -> list[Path]:

@@ -221,11 +221,11 @@ class EntityLayer:
     entity: np.ndarray  # bool: the node is an extracted entity
     facts: list[tuple[str, str, str]] = field(default_factory=list)  # (src, predicate, dst) of RELATED_TO
 
-    @classmethod
-    def build(cls, store: GraphStore, entity_keys: Sequence[str],
-              synonyms: Sequence[tuple[str, str, float]] = ()) -> EntityLayer | None:
-        """The layer over these entities; ``None`` when nothing mentions or relates them.
-        ``synonyms``: (entity, entity, similarity) pairs of names that likely mean one thing."""
+    @staticmethod
+    def read(store: GraphStore, entity_keys: Sequence[str],
+             ) -> tuple[list[tuple[str, str, str]], list[tuple[str, str, str]]]:
+        """The layer's relationships (identities) touching these entities, and the facts among
+        them: (src, predicate, dst) of every RELATED_TO predicate."""
         edges: dict[tuple[str, str, str], None] = {}
         facts: dict[tuple[str, str, str], None] = {}
         wanted = set(LAYER_REL_TYPES)
@@ -238,6 +238,13 @@ class EntityLayer:
                 if r.type is RelType.RELATED_TO and isinstance(predicate, str) and predicate != "names":
                     for p in predicate.split(" | "):
                         facts[(r.src, p, r.dst)] = None
+        return list(edges), list(facts)
+
+    @classmethod
+    def build(cls, edges: Sequence[tuple[str, str, str]], facts: Sequence[tuple[str, str, str]],
+              synonyms: Sequence[tuple[str, str, float]] = ()) -> EntityLayer | None:
+        """The layer over what :meth:`read` returned; ``None`` when nothing mentions or relates the
+        entities. ``synonyms``: (entity, entity, similarity) pairs of names that likely mean one thing."""
         if not edges:
             return None
         keys = sorted({k for src, _, dst in edges for k in (src, dst)})
@@ -348,15 +355,13 @@ class GraphRetriever:
         cat = self.catalog
         if self._layer is False:
             entities = cat.by_kind.get(NodeKind.ENTITY, [])
-            layer = EntityLayer.build(self.store, entities) if entities else None
+            edges, facts = EntityLayer.read(self.store, entities) if entities else ([], [])
             # Synonymy edges join the names of extracted facts only: open extraction spells one
             # thing many ways ("Hank Snow", "Clarence Eugene Hank Snow"), while rule-extracted
             # names are spans as written, whose near-namesakes are mostly different things (on
             # 2Wiki's rule graph such edges cost graph R@5 0.885 -> 0.811).
-            ends = sorted({key for src, _, dst in layer.facts for key in (src, dst)}) if layer else []
-            if layer is not None and ends:
-                layer = EntityLayer.build(self.store, entities, self._synonyms(ends))
-            self._layer = layer
+            ends = sorted({key for src, _, dst in facts for key in (src, dst)}) if edges else []
+            self._layer = EntityLayer.build(edges, facts, self._synonyms(ends))
         return self._layer  # type: ignore[return-value]
 
     def _synonyms(self, entities: Sequence[str]) -> list[tuple[str, str, float]]:
