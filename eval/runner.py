@@ -8,7 +8,8 @@ question type and hop count, and paired bootstrap intervals for the differences 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -49,19 +50,27 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, float]:
 
 def run(gm: Any, questions: Sequence[dict[str, Any]], modes: Sequence[str], *, k: int = 10,
         now: datetime | None = None, dataset: str = "",
-        progress: Callable[[str, int, int], None] | None = None) -> dict[str, Any]:
-    """Answer every question in every mode; return the report (see the module docstring)."""
+        progress: Callable[[str, int, int], None] | None = None,
+        baselines: Mapping[str, Callable[[str], list[str]]] | None = None) -> dict[str, Any]:
+    """Answer every question in every mode (and with every plain baseline: name -> question ->
+    ranked keys); return the report (see the module docstring)."""
     note = progress or (lambda stage, done, total: None)
     per_mode: dict[str, list[dict[str, Any]]] = {}
     for mode in modes:
         rows = []
         for i, q in enumerate(questions):
             answer = gm.query(q["question"], mode=mode, k=k, now=now)
-            rows.append({"id": q["id"], "type": q.get("type", "-"), "hops": q.get("hops"),
-                         "keys": answer.keys, "metrics": question_metrics(answer.keys, q["gold"]),
-                         "timings_ms": answer.timings_ms})
+            rows.append(_row(q, answer.keys, answer.timings_ms))
             note(mode, i + 1, len(questions))
         per_mode[mode] = rows
+    for name, search in (baselines or {}).items():
+        rows = []
+        for i, q in enumerate(questions):
+            started = time.perf_counter()
+            keys = search(q["question"])[:k]
+            rows.append(_row(q, keys, {"total": (time.perf_counter() - started) * 1000.0}))
+            note(name, i + 1, len(questions))
+        per_mode[name] = rows
     report: dict[str, Any] = {"dataset": dataset, "questions": len(questions), "k": k, "modes": {}}
     for mode, rows in per_mode.items():
         summary: dict[str, Any] = _summary(rows)
@@ -85,6 +94,11 @@ def run(gm: Any, questions: Sequence[dict[str, Any]], modes: Sequence[str], *, k
     report["per_question"] = {mode: [{"id": r["id"], "recall@5": r["metrics"]["recall@5"], "keys": r["keys"][:10]}
                                      for r in rows] for mode, rows in per_mode.items()}
     return report
+
+
+def _row(q: dict[str, Any], keys: list[str], timings: dict[str, float]) -> dict[str, Any]:
+    return {"id": q["id"], "type": q.get("type", "-"), "hops": q.get("hops"), "keys": keys,
+            "metrics": question_metrics(keys, q["gold"]), "timings_ms": timings}
 
 
 def spec_summary(report: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,3 @@
+module graphmem/eval/realcode/oracles/go
+
+go 1.22
