@@ -19,6 +19,8 @@ import argparse
 import ast
 import builtins
 import fnmatch
+import functools
+import importlib
 import json
 import keyword
 import re
@@ -27,11 +29,14 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 CODE_SUFFIXES = (".py", ".pyi")
 # Names that read as code but point at Python itself, never at the project.
 _NOT_PROJECT = frozenset(dir(builtins)) | frozenset(keyword.kwlist) | frozenset(sys.stdlib_module_names)
+# Standard-library modules whose members answers name bare (``defaultdict``, ``Enum``, ``Path``).
+_STDLIB_MEMBER_MODULES = ("collections", "typing", "functools", "itertools", "dataclasses", "enum", "abc",
+                          "contextlib", "pathlib")
 # Methods of built-in types: a lone ``append`` or ``get`` in an answer is almost never the project's own.
 _GENERIC = frozenset(n for t in (object, str, bytes, int, list, tuple, dict, set, frozenset) for n in dir(t))
 # Leading receivers that say nothing about where a method lives.
@@ -50,6 +55,11 @@ _IDENT = re.compile(r"[A-Za-z_]\w*\Z")
 _DUNDER = re.compile(r"__\w+__\Z")
 
 
+@functools.cache
+def _stdlib_members() -> frozenset[str]:
+    return frozenset(n for m in _STDLIB_MEMBER_MODULES for n in dir(importlib.import_module(m)))
+
+
 def distinctive(name: str) -> bool:
     """A single name that could not be an ordinary word: snake_case or CamelCase with an inner capital."""
     return "_" in name.strip("_") or name.startswith("_") or bool(re.search(r"[a-z][A-Z]|[A-Z]{2}[a-z]", name))
@@ -63,6 +73,7 @@ class TreeIndex:
     modules: dict[str, str]                    # dotted module -> path (unambiguous names only)
     qualnames: dict[str, set[str]]             # qualname or any dotted tail of one -> paths
     attributes: dict[str, set[str]]            # the same for assigned names (``Class.attr``, ``CONSTANT``)
+    parameters: dict[str, set[str]]            # parameter name -> paths of functions taking it
     top: dict[str, dict[str, tuple[str, str | None] | None]] = field(default_factory=dict)
     packages: frozenset[str] = frozenset()     # first parts of package modules (``_pytest``, ``sphinx``)
 
@@ -107,7 +118,8 @@ class TreeIndex:
 def _module_names(paths: Iterable[str]) -> dict[str, str]:
     """Dotted module names of code files: rooted at the topmost package, plus the plain dotted path."""
     code = sorted(paths)
-    inits = {p.rsplit("/", 1)[0] if "/" in p else "" for p in code if p.rsplit("/", 1)[-1] in ("__init__.py", "__init__.pyi")}
+    inits = {p.rsplit("/", 1)[0] if "/" in p else "" for p in code
+             if p.rsplit("/", 1)[-1] in ("__init__.py", "__init__.pyi")}
     names: dict[str, set[str]] = defaultdict(set)
     for path in code:
         stem = path.rsplit(".", 1)[0]
@@ -227,12 +239,18 @@ def index_tree(root: Path, exclude: Sequence[str] = ()) -> TreeIndex:
             module_of[path] = name
     qualnames: dict[str, set[str]] = defaultdict(set)
     attributes: dict[str, set[str]] = defaultdict(set)
+    parameters: dict[str, set[str]] = defaultdict(set)
     top: dict[str, dict[str, tuple[str, str | None] | None]] = {}
     for path in sorted(paths):
         try:
             parsed = ast.parse((root / path).read_bytes())
         except (SyntaxError, ValueError):
             continue  # test data that is broken on purpose; its path still counts
+        for node in ast.walk(parsed):
+            if isinstance(node, ast.arguments):
+                for arg in (*node.posonlyargs, *node.args, *node.kwonlyargs, node.vararg, node.kwarg):
+                    if arg is not None:
+                        parameters[arg.arg].add(path)
         for names, found in ((qualnames, _definitions(parsed)), (attributes, _assigned(parsed))):
             for qualname in found:
                 parts = qualname.split(".")
@@ -242,7 +260,8 @@ def index_tree(root: Path, exclude: Sequence[str] = ()) -> TreeIndex:
             top[path] = _top_names(parsed, module_of[path], path.rsplit("/", 1)[-1].startswith("__init__."))
     packages = frozenset(name.split(".")[0] for name, path in modules.items()
                          if path.rsplit("/", 1)[-1].startswith("__init__.") and "." not in name)
-    return TreeIndex(frozenset(paths), modules, dict(qualnames), dict(attributes), top, packages)
+    return TreeIndex(frozenset(paths), modules, dict(qualnames), dict(attributes), dict(parameters),
+                     top, packages)
 
 
 @dataclass(frozen=True)
@@ -250,7 +269,7 @@ class Mention:
     """One piece of an answer that may point at code."""
 
     text: str
-    kind: str        # "path" or "chain"
+    kind: Literal["path", "chain"]
     whole: bool      # the whole inline-code span was this one name, so a plain word is still meant as code
 
 
@@ -312,7 +331,7 @@ def _path_file(token: str, index: TreeIndex) -> str | None:
             return hit
         # A module that became a package since (``sphinx/ext/autodoc.py`` -> ``.../autodoc/__init__.py``).
         token = token.rsplit(".", 1)[0]
-    parts = [p for p in token.split("/") if p]
+    parts = [p for p in token.split("/") if p not in ("", ".", "..")]
     # A directory named by path is its package (``sphinx/builders/html/``).
     for start in range(len(parts) - 1):
         if all(_IDENT.match(p) for p in parts[start:]):
@@ -348,15 +367,24 @@ def _chain_file(parts: list[str], index: TreeIndex, whole: bool) -> str | None:
     # then the longest head (``ExitCode.OK``: ``OK`` is an attribute, ``ExitCode`` the class).
     candidates = [parts[i:] for i in range(len(parts))] + [parts[:j] for j in range(len(parts) - 1, 0, -1)]
     for candidate in candidates:
+        plain_word = False
         if len(candidate) == 1:
             name = candidate[0]
-            if _DUNDER.match(name) or name in _NOT_PROJECT or name in _GENERIC:
+            if _DUNDER.match(name) or name in _NOT_PROJECT or name in _GENERIC or name in _stdlib_members():
                 continue
-            if not (distinctive(name) or (whole and len(parts) == 1)):
-                continue
+            plain_word = not distinctive(name)
+            if plain_word and not (whole and len(parts) == 1):
+                continue  # a plain word counts only as the whole of a code span
         files = index.resolve_symbol(candidate)
-        if files:
-            return next(iter(files)) if len(files) == 1 else None
+        if not files:
+            continue
+        if len(files) > 1:
+            return None
+        # A plain word that some other file takes as a parameter (``metadata``, ``scope``) is
+        # more likely that argument than the one function of the name.
+        if plain_word and index.parameters.get(candidate[0], set()) - files:
+            return None
+        return next(iter(files))
     return None
 
 
@@ -387,7 +415,8 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m eval.realcode.sweqa", description=__doc__.split("\n")[0])
     parser.add_argument("--benchmark", type=Path, required=True, help="SWE-QA Benchmark/<repo>.jsonl")
-    parser.add_argument("--tree", type=Path, required=True, help="the release's unpacked tree (top directory stripped)")
+    parser.add_argument("--tree", type=Path, required=True,
+                        help="the release's unpacked tree (top directory stripped)")
     parser.add_argument("--repo", required=True, help="manifest name, used in ids and the repo field")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--manifest", type=Path, help="repos/<name>.json whose exclude globs the tree obeys")

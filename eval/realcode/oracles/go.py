@@ -29,7 +29,8 @@ def command(cache: Path) -> list[str]:
     binary = cache / f"oracle-go-{_digest()}"
     if not binary.exists():
         partial = cache / f".{binary.name}.{os.getpid()}"
-        env = dict(os.environ, GOTOOLCHAIN="local", GOWORK="off", GOFLAGS="-mod=mod", CGO_ENABLED="0")
+        # Offline and reproducible: no toolchain download, no workspace, no VCS stamping.
+        env = dict(os.environ, GOTOOLCHAIN="local", GOWORK="off", GOFLAGS="-buildvcs=false", CGO_ENABLED="0")
         result = subprocess.run(
             [go, "build", "-trimpath", "-o", str(partial), "."],
             cwd=SOURCE,

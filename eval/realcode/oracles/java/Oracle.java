@@ -6,7 +6,6 @@ import com.github.javaparser.TokenRange;
 import com.github.javaparser.ast.CompilationUnit;
 import com.github.javaparser.ast.ImportDeclaration;
 import com.github.javaparser.ast.Node;
-import com.github.javaparser.ast.NodeList;
 import com.github.javaparser.ast.body.AnnotationDeclaration;
 import com.github.javaparser.ast.body.BodyDeclaration;
 import com.github.javaparser.ast.body.CallableDeclaration;
@@ -207,8 +206,9 @@ public final class Oracle {
     }
 
     static {
-        String throwable = "getMessage/0 getLocalizedMessage/0 getCause/0 initCause/1 toString/0 printStackTrace/0 "
-                + "printStackTrace/1 getStackTrace/0 setStackTrace/1 fillInStackTrace/0 addSuppressed/1 getSuppressed/0";
+        String throwable = "getMessage/0 getLocalizedMessage/0 getCause/0 initCause/1 toString/0 "
+                + "printStackTrace/0 printStackTrace/1 getStackTrace/0 setStackTrace/1 fillInStackTrace/0 "
+                + "addSuppressed/1 getSuppressed/0";
         jdk("java.lang.Object", "", "", "equals/1 hashCode/0 toString/0 getClass/0 clone/0 finalize/0 notify/0 "
                 + "notifyAll/0 wait/0 wait/1 wait/2");
         jdk("java.io.Serializable", "", "", "");
@@ -240,6 +240,25 @@ public final class Oracle {
                 + "toString/0 clone/0 finalize/0");
         jdk("java.lang.Record", "", "", "equals/1 hashCode/0 toString/0");
         jdk("java.lang.annotation.Annotation", "", "", "annotationType/0 equals/1 hashCode/0 toString/0");
+        jdk("java.lang.Appendable", "", "", "append/1 append/3");
+        jdk("java.lang.reflect.Type", "", "", "getTypeName/0");
+        jdk("java.lang.reflect.ParameterizedType", "java.lang.reflect.Type", "",
+                "getActualTypeArguments/0 getRawType/0 getOwnerType/0");
+        jdk("java.lang.reflect.WildcardType", "java.lang.reflect.Type", "", "getUpperBounds/0 getLowerBounds/0");
+        jdk("java.lang.reflect.GenericArrayType", "java.lang.reflect.Type", "", "getGenericComponentType/0");
+        String collection = "size/0 isEmpty/0 contains/1 iterator/0 toArray/0 toArray/1 add/1 remove/1 "
+                + "containsAll/1 addAll/1 removeAll/1 removeIf/1 retainAll/1 clear/0 equals/1 hashCode/0 "
+                + "spliterator/0 stream/0 parallelStream/0";
+        jdk("java.util.Collection", "java.lang.Iterable", "", collection);
+        jdk("java.util.AbstractCollection", "java.util.Collection", "", "toString/0");
+        jdk("java.util.Set", "java.util.Collection", "", "");
+        jdk("java.util.AbstractSet", "java.util.AbstractCollection java.util.Set", "", "");
+        jdk("java.util.Map", "", "Entry", "size/0 isEmpty/0 containsKey/1 containsValue/1 get/1 put/2 remove/1 "
+                + "putAll/1 clear/0 keySet/0 values/0 entrySet/0 equals/1 hashCode/0 getOrDefault/2 forEach/1 "
+                + "replaceAll/1 putIfAbsent/2 remove/2 replace/2 replace/3 computeIfAbsent/2 computeIfPresent/2 "
+                + "compute/2 merge/3");
+        jdk("java.util.AbstractMap", "java.util.Map", "SimpleEntry SimpleImmutableEntry", "toString/0 clone/0");
+        jdk("java.util.Map.Entry", "", "", "getKey/0 getValue/0 setValue/1 equals/1 hashCode/0");
         jdk("java.util.function.Supplier", "", "", "get/0");
         jdk("java.util.function.Function", "", "", "apply/1 andThen/1 compose/1 identity/0");
         jdk("java.util.function.BiFunction", "", "", "apply/2 andThen/1");
@@ -1072,8 +1091,9 @@ public final class Oracle {
             TypeInfo t = typeOf.get(n);
             if (t != null && insideBody(t, prev)) {
                 // Names declared anywhere in the member just left (flow-scoped patterns, switch
-                // blocks) could be what the name means: the walk above does not model them all.
-                if (declaresAnywhere(prev, name)) {
+                // blocks) could be what the name means: the walk above does not model them all. A
+                // member type's body is its own scope and is not searched.
+                if (!(prev instanceof TypeDeclaration<?>) && declaresAnywhere(prev, name)) {
                     return VarLookup.UNCERTAIN;
                 }
                 VarLookup f = field(t, name, new HashSet<>());
@@ -1377,7 +1397,8 @@ public final class Oracle {
             String[] pair = c.split("\n");
             out.append(first ? "\n  " : ",\n  ");
             first = false;
-            out.append("{\"caller\": ").append(json(pair[0])).append(", \"callee\": ").append(json(pair[1])).append("}");
+            out.append("{\"caller\": ").append(json(pair[0]))
+                    .append(", \"callee\": ").append(json(pair[1])).append("}");
         }
         out.append("]}\n");
         return out.toString();

@@ -115,8 +115,8 @@ function commentText(comment) {
 function docOf(node) {
   const docs = ts.getJSDocCommentsAndTags(node).filter((d) => ts.isJSDoc(d));
   if (!docs.length) return '';
-  const text = commentText(docs[docs.length - 1].comment).replace(/\{@link(?:code|plain)?\s+([^}|\s]+)(?:[\s|]+([^}]*))?\}/g,
-    (_, target, label) => (label && label.trim()) || target);
+  const text = commentText(docs[docs.length - 1].comment).replace(
+    /\{@link(?:code|plain)?\s+([^}|\s]+)(?:[\s|]+([^}]*))?\}/g, (_, target, label) => (label && label.trim()) || target);
   const paragraph = text.trim().split(/\n\s*\n/, 1)[0];
   return paragraph.split('\n').map((l) => l.trim()).filter(Boolean).join(' ');
 }
@@ -288,11 +288,16 @@ function definitionKeys(checker, symbol, nodeKeys, depth) {
     }
     let next = null;
     if (ts.isShorthandPropertyAssignment(decl)) next = checker.getShorthandAssignmentValueSymbol(decl);
-    else if (ts.isPropertyAssignment(decl) && ts.isIdentifier(decl.initializer)) next = checker.getSymbolAtLocation(decl.initializer);
-    else if (ts.isExportAssignment(decl) && ts.isIdentifier(decl.expression)) next = checker.getSymbolAtLocation(decl.expression);
-    else if (ts.isBinaryExpression(decl) && ts.isIdentifier(decl.right)) next = checker.getSymbolAtLocation(decl.right);
-    else if (ts.isPropertyAccessExpression(decl) && ts.isBinaryExpression(decl.parent)
-             && decl.parent.left === decl && ts.isIdentifier(decl.parent.right)) next = checker.getSymbolAtLocation(decl.parent.right);
+    else if (ts.isPropertyAssignment(decl) && ts.isIdentifier(decl.initializer)) {
+      next = checker.getSymbolAtLocation(decl.initializer);
+    } else if (ts.isExportAssignment(decl) && ts.isIdentifier(decl.expression)) {
+      next = checker.getSymbolAtLocation(decl.expression);
+    } else if (ts.isBinaryExpression(decl) && ts.isIdentifier(decl.right)) {
+      next = checker.getSymbolAtLocation(decl.right);
+    } else if (ts.isPropertyAccessExpression(decl) && ts.isBinaryExpression(decl.parent)
+               && decl.parent.left === decl && ts.isIdentifier(decl.parent.right)) {
+      next = checker.getSymbolAtLocation(decl.parent.right);
+    }
     if (next && depth < MAX_CHASE) {
       if (next.flags & ts.SymbolFlags.Alias) { unknown = true; continue; }
       const inner = definitionKeys(checker, next, nodeKeys, depth + 1);
