@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from graphmem.config import Settings
 from graphmem.model import check_project
-from graphmem.retrieval.fusion import DEFAULT_MODE
+from graphmem.retrieval.config import DEFAULT_MODE, RetrievalConfig
 
 if TYPE_CHECKING:
     from graphmem.enrich import EnrichReport
@@ -146,7 +146,7 @@ class Graphmem:
         """Apply the graph's chunk changes to the BM25 and vector indexes."""
         return self.indexes.sync(self.store, progress=progress, full=full)
 
-    def query(self, text: str, *, mode: str = DEFAULT_MODE, k: int = 10, kinds: list[str] | None = None,
+    def query(self, text: str, *, mode: str | RetrievalConfig = DEFAULT_MODE, k: int = 10, kinds: list[str] | None = None,
               path_prefix: str | None = None, now: datetime | None = None, as_of: str | None = None) -> Answer:
         """Answer a question (see :class:`graphmem.retrieval.engine.Retriever`); ``as_of`` (ISO time)
         walks the graph as it was then."""

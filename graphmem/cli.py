@@ -20,7 +20,7 @@ from graphmem import __version__
 from graphmem.config import STORES, Settings
 from graphmem.errors import GraphmemError
 from graphmem.model import NodeKind, parse_day, project_from_path
-from graphmem.retrieval.fusion import DEFAULT_MODE, PRESETS
+from graphmem.retrieval.config import DEFAULT_MODE, PRESETS
 
 F = TypeVar("F", bound=Callable[..., Any])
 

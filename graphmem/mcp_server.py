@@ -39,7 +39,7 @@ from graphmem.model import (
     kind_of,
     parse_day,
 )
-from graphmem.retrieval.fusion import DEFAULT_MODE, PRESETS
+from graphmem.retrieval.config import DEFAULT_MODE, PRESETS
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,8 @@ from graphmem.api import Graphmem
 from graphmem.config import Settings
 from graphmem.errors import ConfigError, StoreError
 from graphmem.model import Chunk, Node, Provenance
-from graphmem.retrieval.fusion import PRESETS, reciprocal_rank_fusion
+from graphmem.retrieval.config import PRESETS
+from graphmem.retrieval.fusion import reciprocal_rank_fusion
 from graphmem.retrieval.indexes import Indexes
 from graphmem.retrieval.question import parse_question
 from graphmem.retrieval.vectors import VectorIndex
@@ -104,10 +105,7 @@ def test_reciprocal_rank_fusion_sums_weighted_reciprocal_ranks() -> None:
     assert fused["y"] == pytest.approx(1 / 12 + 2 / 11)
     assert fused["z"] == pytest.approx(2 / 12)
     assert list(dict(reciprocal_rank_fusion({"a": ["x", "y"]}, {"a": 0.0}))) == []
-    # by score: a large gap between first and second survives
-    by_score = dict(reciprocal_rank_fusion({"g": ["p", "q"]}, {"g": 1.0}, k=10, by_score={"g": {"p": 1.0, "q": 0.1}}))
-    assert by_score["p"] == pytest.approx(1 / 11) and by_score["q"] == pytest.approx(0.1 / 11)
-    assert set(PRESETS) == {"bm25", "vector", "graph", "hybrid", "hybrid-rerank"}
+    assert set(PRESETS) == {"bm25", "vector", "graph", "rrf", "hybrid", "hybrid-rerank"}
 
 
 def test_rrf_constant_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:

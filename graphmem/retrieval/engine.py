@@ -17,32 +17,13 @@ from typing import Any, Protocol
 
 from graphmem.errors import ModelError
 from graphmem.model import Chunk, Node, NodeKind, RelType, kind_of
-from graphmem.retrieval.fusion import (
-    DEFAULT_MODE,
-    Preset,
-    preset,
-    reciprocal_rank_fusion,
-    rrf_k,
-)
-from graphmem.retrieval.graph import GraphRetriever
+from graphmem.retrieval.config import DEFAULT_MODE, RetrievalConfig, preset
+from graphmem.retrieval.fusion import reciprocal_rank_fusion, rrf_k
+from graphmem.retrieval.graph import GraphResult, GraphRetriever
 from graphmem.retrieval.indexes import Indexes
+from graphmem.retrieval.learned import CandidateSignals, QuestionSignals, apply_floor, load_model, matrix
 from graphmem.retrieval.question import Question, parse_question
 from graphmem.stores.base import GraphStore, Path, Step
-
-CHUNK_CANDIDATES = 100  # chunk hits fetched per lexical / vector retriever
-NODE_CANDIDATES = 50  # node candidates each retriever hands to fusion
-LEXICAL_SEEDS = 5  # best lexical and vector nodes that join the graph retriever's seeds
-RERANK_DEPTH = 15  # fused candidates the cross-encoder reorders
-# Weight of the graph list in fusion, times the preset's, when the question names the nodes the
-# graph search starts from (an id, a name, "the latest incident").
-ANCHORED_GRAPH_WEIGHT = 4.0
-SUBJECT_FACTOR = 0.25
-UNANCHORED_GRAPH_WEIGHT = 0.25  # MuSiQue sample: hybrid R@5 0.543 at 1.0, 0.608 at 0.25, 0.590 without the graph
-# Weight of the graph list, times the preset's, when graph retrieval ranked passages over the entity
-# layer (HippoRAG-style; it already starts from the best lexical and vector hits). It enters fusion by
-# rank. Hybrid Recall@5 at 3 / 6 / 12: 2Wiki 0.689 / 0.716 / 0.723, MuSiQue (rules) 0.662 / 0.688 /
-# 0.709, MuSiQue (OpenIE) 0.685 / 0.689 / 0.708 (BM25 0.669 / 0.539, vector 0.595 / 0.597).
-LAYER_GRAPH_WEIGHT = 12.0
 
 
 class Reranker(Protocol):
@@ -100,114 +81,93 @@ class Answer:
 
 
 @dataclass(slots=True)
-class _Candidates:
-    """Per-retriever node rankings and the best chunk seen for each node."""
+class Candidates:
+    """Per-retriever node rankings and scores, the best chunk seen for each node, and what graph
+    retrieval said about the question and each node it reached (the inputs of fusion)."""
 
+    question: Question
     rankings: dict[str, list[str]] = field(default_factory=dict)
+    scores: dict[str, dict[str, float]] = field(default_factory=dict)  # list -> key -> raw score
     best_chunk: dict[str, Chunk] = field(default_factory=dict)
     paths: dict[str, Path] = field(default_factory=dict)
-    graph_scores: dict[str, float] = field(default_factory=dict)  # set when the graph search is anchored
-    subjects: set[str] = field(default_factory=set)  # what the question is about, not its answer
-    anchored: bool = False  # the graph search started from organisation nodes the question names
-    layer: bool = False  # the graph list ranks passages over the entity layer
+    graph: GraphResult | None = None
+    query_vec: Any = None
+
+    def signals(self) -> tuple[QuestionSignals, dict[str, CandidateSignals]]:
+        """Fusion's view of the question and of every candidate (see ``graphmem.retrieval.learned``)."""
+        q, g = self.question, self.graph
+        linked = g.linked if g else {}
+        qs = QuestionSignals(asks_kind=bool(q.answer_kinds), anchored=bool(g and g.anchored),
+                             layer=bool(g and g.layer), named=sum(1 for lk in linked.values() if lk.named),
+                             relations=frozenset(t.value for t in q.rel_types), directed=bool(q.directions))
+        answer = set(q.answer_kinds)
+        out: dict[str, CandidateSignals] = {}
+        for name, ranking in self.rankings.items():
+            raw = self.scores.get(name, {})
+            top = max((abs(v) for v in raw.values()), default=0.0) or 1.0
+            for rank, key in enumerate(ranking, start=1):
+                c = out.get(key)
+                if c is None:
+                    path = self.paths.get(key)
+                    c = out[key] = CandidateSignals(
+                        kind_match=kind_of(key) in answer, named=key in linked and linked[key].named,
+                        linked=key in linked, subject=bool(g and key in g.subjects),
+                        path_length=len(path) if path is not None else None,
+                        path_relations=frozenset(st.type for st in path.steps) if path is not None else frozenset())
+                c.ranks[name] = rank
+                c.scores[name] = raw.get(key, 0.0) / top if name != "vector" else raw.get(key, 0.0)
+        return qs, out
 
 
 class Retriever:
     """Question answering over one project's graph and indexes."""
 
     def __init__(self, store: GraphStore, indexes: Indexes, *, reranker: Reranker | None = None,
-                 rrf_constant: float | None = None, now: datetime | None = None) -> None:
+                 rrf_constant: float | None = None, now: datetime | None = None,
+                 config: RetrievalConfig | None = None) -> None:
         self.store = store
         self.indexes = indexes
         self.reranker = reranker
         self.rrf_k = rrf_k() if rrf_constant is None else rrf_constant
         self.now = now
-        self.graph = GraphRetriever(store)
+        base = config or preset(DEFAULT_MODE)
+        # The graph retriever is wired once, with the embedder provider (loaded on first use).
+        self.graph = GraphRetriever(store, embedder=lambda: indexes.embedder, cache_dir=indexes.cache_dir,
+                                    link_config=base.link, walk_config=base.walk, layer_config=base.layer)
 
-    def query(self, text: str, *, mode: str = DEFAULT_MODE, k: int = 10, kinds: Iterable[str] | None = None,
-              path_prefix: str | None = None, now: datetime | None = None, as_of: str | None = None) -> Answer:
-        """Answer ``text`` with the ``mode`` preset; ``kinds`` and ``path_prefix`` filter results."""
+    def query(self, text: str, *, mode: str | RetrievalConfig = DEFAULT_MODE, k: int = 10,
+              kinds: Iterable[str] | None = None, path_prefix: str | None = None, now: datetime | None = None,
+              as_of: str | None = None) -> Answer:
+        """Answer ``text`` with the ``mode`` recipe; ``kinds`` and ``path_prefix`` filter results."""
         started = time.perf_counter()
         spec = preset(mode)
-        text = text.strip()
-        if not text:
-            raise ModelError("empty question")
         if k < 1:
             raise ModelError("k must be at least 1")
-        question = parse_question(text, now or self.now or datetime.now(timezone.utc))
-        answer = Answer(query=text, mode=mode, analysis=question.as_dict())
         timings = {"bm25": 0.0, "vector": 0.0, "graph": 0.0, "fusion": 0.0, "rerank": 0.0}
-        wanted = {NodeKind(x) for x in kinds} if kinds else None
-        keep = _filter(wanted, path_prefix)
-        cands = _Candidates()
-        chunk_hits: dict[str, list[tuple[int, float]]] = {}
-
-        # The graph retriever seeds from the best lexical and vector hits, so it runs both.
-        runs = set(spec.retrievers) | ({"bm25", "vector"} if "graph" in spec.retrievers else set())
-        if "bm25" in runs:
-            t = time.perf_counter()
-            chunk_hits["bm25"] = self.indexes.bm25.search(text, CHUNK_CANDIDATES)
-            timings["bm25"] = _ms(t)
-        query_vec = None
-        if "vector" in runs:
-            t = time.perf_counter()
-            query_vec = self.indexes.embedder.encode_query(text)
-            chunk_hits["vector"] = self.indexes.vectors.search(query_vec, CHUNK_CANDIDATES)
-            timings["vector"] = _ms(t)
+        cands = self.candidates(text, spec, kinds=kinds, path_prefix=path_prefix, now=now, as_of=as_of,
+                                timings=timings)
+        question = cands.question
+        answer = Answer(query=text.strip(), mode=spec.name, analysis=question.as_dict())
+        if cands.graph is not None:
+            answer.analysis["linked"] = cands.graph.messages()
         t = time.perf_counter()
-        chunks = self.store.get_chunks_by_id({cid for hits in chunk_hits.values() for cid, _ in hits})
-        for name, hits in chunk_hits.items():
-            ranking: list[str] = []
-            for cid, _score in hits:
-                chunk = chunks.get(cid)
-                if chunk is None or chunk.node_key in ranking or not keep(chunk.node_key, chunk):
-                    continue
-                ranking.append(chunk.node_key)
-                cands.best_chunk.setdefault(chunk.node_key, chunk)
-                if len(ranking) >= NODE_CANDIDATES:
-                    break
-            cands.rankings[name] = ranking
-        lookup_ms = _ms(t)
-        for name in chunk_hits:
-            timings[name] += lookup_ms / len(chunk_hits)
-
-        if "graph" in spec.retrievers:
-            t = time.perf_counter()
-            seeds = _interleave([cands.rankings.get("bm25", []), cands.rankings.get("vector", [])], LEXICAL_SEEDS)
-            if self.graph.embedder is None and query_vec is not None:
-                self.graph.embedder = self.indexes.embedder
-                self.graph.cache_dir = self.indexes.cache_dir
-            result = self.graph.retrieve(question, lexical_seeds=seeds, k=NODE_CANDIDATES * 2, as_of=as_of,
-                                         query_vec=query_vec)
-            ranking = [h.key for h in result.hits if keep(h.key, None)][:NODE_CANDIDATES]
-            cands.rankings["graph"] = ranking
-            cands.paths = {h.key: h.path for h in result.hits}
-            if result.named and not result.layer:  # started from what the question names: trust the gaps
-                cands.graph_scores = {h.key: h.score for h in result.hits}
-            cands.layer = result.layer
-            cands.anchored = result.anchored
-            cands.subjects = result.subjects
-            answer.analysis["linked"] = result.linked
-            timings["graph"] = _ms(t)
-
-        t = time.perf_counter()
-        fused = self._fuse(spec, cands, question)
+        fused = self.fuse(spec, cands)
         timings["fusion"] = _ms(t)
-        head = fused[: max(k, RERANK_DEPTH if spec.rerank else k)]
+        head = fused[: max(k, spec.rerank.depth if spec.rerank.enabled else k)]
         nodes = self.store.get_nodes(key for key, _ in head)
         texts = self._passages([key for key, _ in head], cands, nodes)
-        if spec.rerank:
+        if spec.rerank.enabled:
             t = time.perf_counter()
             if self.reranker is None:
                 answer.notes.append("no reranker is available: results are in fused order "
                                     "(train one with `graphmem reranker train`)")
-            elif not self.reranker.helps_for([k.value for k in question.answer_kinds]):
+            elif not self.reranker.helps_for([kd.value for kd in question.answer_kinds]):
                 # hybrid-rerank reranks only where the held-out evaluation saw it help.
                 answer.notes.append("the reranker did not beat the fused order on held-out questions of this "
                                     "kind: results are in fused order")
             else:
-                scores = self.reranker.score(text, [texts[key] for key, _ in head])
-                head = [(key, float(s)) for (key, _), s in sorted(zip(head, scores), key=lambda p: -p[1])]
+                scores = self.reranker.score(answer.query, [texts[key] for key, _ in head])
+                head = [(key, float(sc)) for (key, _), sc in sorted(zip(head, scores), key=lambda p: -p[1])]
             timings["rerank"] = _ms(t)
         head = head[:k]
         evidence = self._evidence([key for key, _ in head], cands.paths)
@@ -226,34 +186,88 @@ class Retriever:
 
     # --- steps ----------------------------------------------------------------------------------
 
-    def _fuse(self, spec: Preset, cands: _Candidates, q: Question) -> list[tuple[str, float]]:
-        if len(spec.retrievers) == 1:
-            ranking = cands.rankings.get(spec.retrievers[0], [])
-            return [(key, 1.0 / (self.rrf_k + rank)) for rank, key in enumerate(ranking, start=1)]
-        weights = dict(spec.weights)
-        if cands.anchored:
-            # The question names where to start: what the words match is the start, not the answer.
-            weights["graph"] = weights.get("graph", 0.0) * ANCHORED_GRAPH_WEIGHT
-        elif cands.layer:
-            weights["graph"] = weights.get("graph", 0.0) * LAYER_GRAPH_WEIGHT
-        elif not cands.graph_scores and not (set(q.answer_kinds) & self.graph.kinds_present()):
-            # Nothing named and no kind asked that the graph holds ("when was the composer of X
-            # born?" over passages): the graph list only re-ranks the lexical and vector hits
-            # through what they mention; it breaks ties.
-            weights["graph"] = weights.get("graph", 0.0) * UNANCHORED_GRAPH_WEIGHT
-        fused = reciprocal_rank_fusion({r: cands.rankings.get(r, []) for r in spec.retrievers}, weights,
-                                       self.rrf_k,
-                                       by_score={"graph": cands.graph_scores} if cands.graph_scores else None)
-        if spec.kind_boost and q.answer_kinds:
-            answer_kinds = set(q.answer_kinds)
-            fused = [(key, score * (1.0 + spec.kind_boost) if kind_of(key) in answer_kinds else score)
-                     for key, score in fused]
-        # "Which services depend on auth": auth matches every word of the question and is no answer.
-        fused = [(key, score * SUBJECT_FACTOR if key in cands.subjects else score) for key, score in fused]
-        fused.sort(key=lambda item: (-item[1], item[0]))
-        return fused
+    def candidates(self, text: str, spec: RetrievalConfig, *, kinds: Iterable[str] | None = None,
+                   path_prefix: str | None = None, now: datetime | None = None, as_of: str | None = None,
+                   timings: dict[str, float] | None = None) -> Candidates:
+        """Run the recipe's retrievers: node rankings with scores, and what graph retrieval found."""
+        timings = timings if timings is not None else {}
+        text = text.strip()
+        if not text:
+            raise ModelError("empty question")
+        question = parse_question(text, now or self.now or datetime.now(timezone.utc))
+        depth = spec.candidates
+        wanted = {NodeKind(x) for x in kinds} if kinds else None
+        keep = _filter(wanted, path_prefix)
+        cands = Candidates(question)
+        chunk_hits: dict[str, list[tuple[int, float]]] = {}
+        # A filter narrows each retriever's own search: fetch deeper so the filtered lists stay full.
+        fetch = depth.chunk_candidates * (4 if (wanted or path_prefix) else 1)
+        # The graph retriever seeds from the best lexical and vector hits, so it runs both.
+        runs = set(spec.retrievers) | ({"bm25", "vector"} if "graph" in spec.retrievers else set())
+        if "bm25" in runs:
+            t = time.perf_counter()
+            chunk_hits["bm25"] = self.indexes.bm25.search(text, fetch)
+            timings["bm25"] = _ms(t)
+        if "vector" in runs:
+            t = time.perf_counter()
+            cands.query_vec = self.indexes.embedder.encode_query(text)
+            chunk_hits["vector"] = self.indexes.vectors.search(cands.query_vec, fetch)
+            timings["vector"] = _ms(t)
+        t = time.perf_counter()
+        chunks = self.store.get_chunks_by_id({cid for hits in chunk_hits.values() for cid, _ in hits})
+        for name, hits in chunk_hits.items():
+            ranking: list[str] = []
+            scores: dict[str, float] = {}
+            for cid, score in hits:
+                chunk = chunks.get(cid)
+                if chunk is None or chunk.node_key in scores or not keep(chunk.node_key, chunk):
+                    continue
+                ranking.append(chunk.node_key)
+                scores[chunk.node_key] = float(score)
+                cands.best_chunk.setdefault(chunk.node_key, chunk)
+                if len(ranking) >= depth.node_candidates:
+                    break
+            cands.rankings[name] = ranking
+            cands.scores[name] = scores
+        lookup_ms = _ms(t)
+        for name in chunk_hits:
+            timings[name] = timings.get(name, 0.0) + lookup_ms / len(chunk_hits)
+        if "graph" in spec.retrievers:
+            t = time.perf_counter()
+            seeds = _interleave([cands.rankings.get("bm25", []), cands.rankings.get("vector", [])],
+                                depth.lexical_seeds)
+            result = self.graph.retrieve(question, lexical_seeds=seeds, k=depth.node_candidates * 2, as_of=as_of,
+                                         query_vec=cands.query_vec)
+            hits = [h for h in result.hits if keep(h.key, None)][:depth.node_candidates]
+            cands.rankings["graph"] = [h.key for h in hits]
+            cands.scores["graph"] = {h.key: h.score for h in hits}
+            cands.paths = {h.key: h.path for h in result.hits}
+            cands.graph = result
+            timings["graph"] = _ms(t)
+        return cands
 
-    def _passages(self, keys: list[str], cands: _Candidates, nodes: dict[str, Node]) -> dict[str, str]:
+    def fuse(self, spec: RetrievalConfig, cands: Candidates) -> list[tuple[str, float]]:
+        """One ranked list of (key, score) from the recipe's lists: plain (weighted) reciprocal rank
+        fusion, or the learned ranker with its floor."""
+        lists = {r: cands.rankings.get(r, []) for r in spec.retrievers}
+        fusion = spec.fusion
+        if len(lists) == 1:
+            ranking = next(iter(lists.values()))
+            return [(key, 1.0 / (self.rrf_k + rank)) for rank, key in enumerate(ranking, start=1)]
+        if fusion.method == "rrf":
+            return reciprocal_rank_fusion(lists, fusion.weights, fusion.rrf_k)
+        model = load_model(fusion.model)
+        qs, signals = cands.signals()
+        keys = sorted(k for k in signals if any(k in lst for lst in lists.values()))
+        if not keys:
+            return []
+        scores = model.score(matrix(qs, keys, signals))
+        by_key = dict(zip(keys, scores.tolist()))
+        order = sorted(keys, key=lambda key: (-by_key[key], key))
+        order = apply_floor(order, lists, fusion.floor_top, fusion.floor_rank)
+        return [(key, float(by_key[key])) for key in order]
+
+    def _passages(self, keys: list[str], cands: Candidates, nodes: dict[str, Node]) -> dict[str, str]:
         """The text that stands for each node: its best-ranked chunk, else its first chunk, else its name."""
         missing = [key for key in keys if key not in cands.best_chunk]
         if missing:
@@ -334,4 +348,4 @@ def _ms(start: float) -> float:
     return (time.perf_counter() - start) * 1000.0
 
 
-__all__ = ["Answer", "Hit", "Reranker", "Retriever", "Step"]
+__all__ = ["Answer", "Candidates", "Hit", "Reranker", "Retriever", "Step"]

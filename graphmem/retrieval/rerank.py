@@ -27,7 +27,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from graphmem.errors import ModelError
-from graphmem.retrieval.engine import RERANK_DEPTH
+from graphmem.retrieval.config import RerankConfig
+
+RERANK_DEPTH = RerankConfig().depth
 
 if TYPE_CHECKING:
     from graphmem.retrieval.indexes import Indexes

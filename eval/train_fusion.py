@@ -1,0 +1,169 @@
+"""Train the learned fusion (``graphmem/retrieval/learned.py``) on development sets only.
+
+``python -m eval.train_fusion [--out graphmem/retrieval/models/fusion-v1.json]``
+
+Development sets: the real-code repositories of the ``dev`` split (``eval/realcode``, built and
+ingested first with ``python -m eval.realcode build`` / ``run``), a synthetic organisation with
+another seed and size than the regression gate's, and the HotpotQA passage sample. The test split,
+the gate's organisation, MuSiQue and 2WikiMultiHopQA are never read here.
+
+For every question, the candidates of the ``hybrid`` recipe are collected with their features;
+the model is a linear ranker fitted with RankNet's pairwise logistic loss (each gold candidate
+against each non-gold candidate of the same question, every question weighing the same) and an
+L2 penalty, on standardised features.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from scipy.optimize import minimize
+
+from graphmem.api import Graphmem
+from graphmem.model import key_contains
+from graphmem.retrieval.config import preset
+from graphmem.retrieval.learned import FusionModel, feature_names, matrix
+
+OUT = Path(__file__).resolve().parents[1] / "graphmem" / "retrieval" / "models" / "fusion-v1.json"
+L2 = 1.0
+SYNTHETIC_SEED, SYNTHETIC_SIZE, SYNTHETIC_NOW = 1, "default", "2026-06-01"
+
+
+def _log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def question_rows(gm: Graphmem, questions: list[dict[str, Any]], now: Any = None
+                  ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """(features, labels) of each question's hybrid candidates; questions without a gold
+    candidate or without a non-gold one teach nothing and are left out."""
+    spec = preset("hybrid")
+    retriever = gm.retriever
+    for q in questions:
+        cands = retriever.candidates(q["question"], spec, now=now)
+        qs, signals = cands.signals()
+        keys = sorted(signals)
+        if not keys:
+            continue
+        labels = np.array([any(key_contains(g, key) for g in q["gold"]) for key in keys], dtype=bool)
+        if labels.all() or not labels.any():
+            continue
+        yield matrix(qs, keys, signals), labels
+
+
+def realcode_dev(home: Path) -> Iterator[tuple[str, Graphmem, list[dict[str, Any]], Any]]:
+    from eval.realcode import build as builder
+    from eval.realcode.cli import questions_for
+
+    for manifest in builder.manifests():
+        if manifest.split != "dev":
+            continue
+        repo = builder.home() / "repos" / manifest.name
+        qs = questions_for(manifest.name)
+        if not repo.is_dir() or not qs:
+            _log(f"{manifest.name}: not built; left out")
+            continue
+        gm = Graphmem.open(manifest.name, home=home)
+        gm.ingest(repo)
+        yield manifest.name, gm, qs, None
+
+
+def synthetic_dev(work: Path) -> Iterator[tuple[str, Graphmem, list[dict[str, Any]], Any]]:
+    from eval.synthetic import generate, questions
+
+    from graphmem.model import parse_day
+
+    org = generate(work / "org", seed=SYNTHETIC_SEED, size=SYNTHETIC_SIZE, now=SYNTHETIC_NOW)
+    corpus = next(p for p in (work / "org").iterdir() if p.is_dir())
+    gm = Graphmem.open("synthetic-dev", home=work / "home")
+    gm.ingest(corpus)
+    yield "synthetic-dev", gm, questions(org, seed=SYNTHETIC_SEED), parse_day(SYNTHETIC_NOW, "now")
+
+
+def hotpot_dev(work: Path) -> Iterator[tuple[str, Graphmem, list[dict[str, Any]], Any]]:
+    from eval import datasets as public
+
+    ds = public.load("hotpotqa", public.DEFAULT_ROOT)
+    gm = Graphmem.open("hotpotqa-rules", home=work / "home")
+    public.import_corpus(gm, ds, graph="rules", root=public.DEFAULT_ROOT)
+    yield "hotpotqa", gm, ds.questions, None
+
+
+def fit(groups: list[tuple[np.ndarray, np.ndarray]], l2: float = L2) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Standardise, then minimise the pairwise logistic loss (mean over questions) plus ``l2 |w|^2``."""
+    allx = np.vstack([x for x, _ in groups]).astype(np.float64)
+    mean = allx.mean(axis=0)
+    scale = allx.std(axis=0)
+    scale[scale < 1e-6] = 1.0
+    diffs, weights = [], []
+    for x, y in groups:
+        z = (x - mean) / scale
+        pos, neg = z[y], z[~y]
+        d = (pos[:, None, :] - neg[None, :, :]).reshape(-1, z.shape[1])
+        diffs.append(d)
+        weights.append(np.full(len(d), 1.0 / len(d)))
+    d = np.vstack(diffs)
+    w_pair = np.concatenate(weights) / len(groups)
+
+    def loss(w: np.ndarray) -> tuple[float, np.ndarray]:
+        m = d @ w
+        value = float(np.sum(w_pair * np.logaddexp(0.0, -m))) + l2 * float(w @ w) / len(w)
+        sig = 1.0 / (1.0 + np.exp(np.clip(m, -50, 50)))
+        grad = -(d.T @ (w_pair * sig)) + 2 * l2 * w / len(w)
+        return value, grad
+
+    res = minimize(loss, np.zeros(d.shape[1]), jac=True, method="L-BFGS-B", options={"maxiter": 500})
+    return mean, scale, res.x
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m eval.train_fusion")
+    parser.add_argument("--out", default=str(OUT))
+    parser.add_argument("--home", default=None, help="graphmem home of the real-code repositories")
+    parser.add_argument("--sets", default="realcode,synthetic,hotpotqa")
+    parser.add_argument("--l2", type=float, default=L2)
+    args = parser.parse_args(argv)
+    from eval.realcode import build as builder
+
+    home = Path(args.home) if args.home else builder.home() / "graphmem-home"
+    sets = set(args.sets.split(","))
+    groups: list[tuple[np.ndarray, np.ndarray]] = []
+    counts: dict[str, int] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        sources = []
+        if "realcode" in sets:
+            sources.append(realcode_dev(home))
+        if "synthetic" in sets:
+            sources.append(synthetic_dev(Path(tmp)))
+        if "hotpotqa" in sets:
+            sources.append(hotpot_dev(Path(tmp)))
+        for source in sources:
+            for name, gm, qs, now in source:
+                started = time.perf_counter()
+                try:
+                    rows = list(question_rows(gm, qs, now))
+                finally:
+                    gm.close()
+                groups += rows
+                counts[name] = len(rows)
+                _log(f"{name}: {len(rows)} of {len(qs)} questions teach ({time.perf_counter() - started:.0f} s)")
+    mean, scale, weights = fit(groups, args.l2)
+    model = FusionModel(Path(args.out).stem, tuple(feature_names()), mean, scale, weights,
+                        {"trained_on": counts, "loss": "pairwise logistic (RankNet)", "l2": args.l2})
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    model.save(args.out)
+    _log(f"wrote {args.out}: {len(groups)} questions")
+    for name, w in sorted(zip(feature_names(), weights), key=lambda p: -abs(p[1]))[:12]:
+        _log(f"  {name:<24}{w:+.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

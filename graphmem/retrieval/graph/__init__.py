@@ -1,0 +1,248 @@
+"""Graph retrieval: link the question to nodes, then walk the organisation graph or rank passages
+over the entity layer.
+
+One module per job: ``catalog`` (the names of the project's nodes), ``linking`` (question ->
+seeds, with typed reasons), ``walk`` (breadth-first expansion and a personalised PageRank over what
+it reached), ``layer`` (HippoRAG-style PageRank over extracted entities for questions over prose),
+``pagerank`` (the one PageRank both use). ``GraphRetriever`` chooses between the walk and the layer
+and keeps what is built once per catalog (name vectors, the layer, fact vectors).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from os import PathLike
+from pathlib import Path as FsPath
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from graphmem.model import NodeKind
+from graphmem.retrieval.config import LayerConfig, LinkConfig, WalkConfig
+from graphmem.retrieval.graph.catalog import Catalog, node_date, words_of
+from graphmem.retrieval.graph.layer import EntityLayer, rank_passages
+from graphmem.retrieval.graph.linking import Link, LinkReason, link, reference_date
+from graphmem.retrieval.graph.result import GraphHit, GraphResult
+from graphmem.retrieval.graph.walk import edge_weights, walk
+from graphmem.retrieval.question import Question
+from graphmem.stores.base import GraphStore
+
+if TYPE_CHECKING:
+    from graphmem.retrieval.embed import Embedder
+
+# Seeds of these kinds start a search without anchoring it on the organisation's graph.
+UNANCHORING_KINDS = frozenset({NodeKind.ENTITY, NodeKind.DOCUMENT})
+EMBEDDED_NAME_KINDS = (NodeKind.SERVICE, NodeKind.TEAM, NodeKind.DECISION, NodeKind.INCIDENT, NodeKind.ENTITY)
+SYNONYM_BLOCK = 2048  # entities per block of the all-pairs name similarity
+
+
+@dataclass(slots=True)
+class _Built:
+    """What is derived from one catalog: rebuilt when the project is ingested again."""
+
+    stamp: str | None
+    catalog: Catalog
+    names: tuple[list[str], np.ndarray] | None = None
+    layer: EntityLayer | None | bool = False  # False: not built yet
+    facts: np.ndarray | None = None
+    project_names: frozenset[tuple[str, ...]] = frozenset()
+
+
+class GraphRetriever:
+    """Question -> ranked nodes with the paths that reached them (see the module docstring)."""
+
+    def __init__(self, store: GraphStore, *, embedder: Embedder | Callable[[], Embedder] | None = None,
+                 cache_dir: PathLike[str] | str | None = None, link_config: LinkConfig | None = None,
+                 walk_config: WalkConfig | None = None, layer_config: LayerConfig | None = None) -> None:
+        self.store = store
+        self._embedder = embedder
+        self.cache_dir = FsPath(cache_dir) if cache_dir is not None else None
+        self.link_config = link_config or LinkConfig()
+        self.walk_config = walk_config or WalkConfig()
+        self.layer_config = layer_config or LayerConfig()
+        self._built: _Built | None = None
+
+    @property
+    def embedder(self) -> Embedder | None:
+        if callable(self._embedder) and not hasattr(self._embedder, "encode"):
+            self._embedder = self._embedder()
+        return self._embedder  # type: ignore[return-value]
+
+    # --- what one catalog yields ------------------------------------------------------------------
+
+    def refresh(self) -> _Built:
+        """Check once whether the project changed since the catalog was built; rebuild if so."""
+        stamp = self.store.get_meta("last_ingested_at")
+        if self._built is None or stamp != self._built.stamp:
+            cat = Catalog.build(self.store, fuzzy_min_length=self.link_config.fuzzy_min_length)
+            self._built = _Built(stamp, cat, project_names=self._project_names(cat))
+        return self._built
+
+    @property
+    def catalog(self) -> Catalog:
+        return self.refresh().catalog
+
+    def _project_names(self, cat: Catalog) -> frozenset[tuple[str, ...]]:
+        """How a question may name the project itself: its name, and the name of a service that
+        covers the whole repository. Unless configured otherwise these link nothing: every
+        question about a project may name it, and that says nothing about where the answer is."""
+        if self.link_config.project_name_anchors:
+            return frozenset()
+        names = {self.store.project}
+        for key in cat.by_kind.get(NodeKind.SERVICE, []):
+            node = self.store.get_node(key)
+            if node is not None and node.props.get("path") in ("", ".", None) and node.name:
+                names.add(node.name)
+        return frozenset(tuple(words_of(n)) for n in names if n)
+
+    def _layer(self, built: _Built) -> EntityLayer | None:
+        """The entity layer of this catalog (built on first use; ``None`` without entities)."""
+        if built.layer is False:
+            entities = built.catalog.by_kind.get(NodeKind.ENTITY, [])
+            edges, facts = EntityLayer.read(self.store, entities) if entities else ([], [])
+            # Synonymy edges join the names of extracted facts only: open extraction spells one
+            # thing many ways ("Hank Snow", "Clarence Eugene Hank Snow"), while rule-extracted
+            # names are spans as written, whose near-namesakes are mostly different things.
+            ends = sorted({key for src, _, dst in facts for key in (src, dst)}) if edges else []
+            built.layer = EntityLayer.build(edges, facts, self._synonyms(built.catalog, ends), self.layer_config)
+        return built.layer  # type: ignore[return-value]
+
+    @property
+    def layer(self) -> EntityLayer | None:
+        return self._layer(self.refresh())
+
+    def _synonyms(self, cat: Catalog, entities: Sequence[str]) -> list[tuple[str, str, float]]:
+        """Pairs of entities whose names embed within ``synonym_similarity`` of each other (each
+        entity's ``synonyms`` nearest), in a fixed order; none without an embedder."""
+        cfg = self.layer_config
+        if self.embedder is None or not cfg.synonyms or not entities:
+            return []
+        keys = sorted(k for k in entities if cat.nodes[k][1])
+        vecs = self._encode_names([cat.nodes[k][1] for k in keys])
+        out: dict[tuple[str, str], float] = {}
+        top = min(cfg.synonyms + 1, len(keys))
+        for start in range(0, len(keys), SYNONYM_BLOCK):
+            sims = vecs[start:start + SYNONYM_BLOCK] @ vecs.T
+            near = np.argpartition(-sims, top - 1, axis=1)[:, :top]
+            for row, cols in enumerate(near):
+                a = start + row
+                for b in cols.tolist():
+                    sim = float(sims[row, b])
+                    if b != a and sim >= cfg.synonym_similarity:
+                        pair = (keys[min(a, b)], keys[max(a, b)])
+                        out[pair] = max(out.get(pair, 0.0), sim)
+        return [(a, b, sim) for (a, b), sim in sorted(out.items())]
+
+    def kinds_present(self) -> set[NodeKind]:
+        """The node kinds the project holds."""
+        return set(self.catalog.by_kind)
+
+    def _name_vectors(self, built: _Built) -> tuple[list[str], np.ndarray] | None:
+        """Embeddings of the names of services, teams, decisions, incidents and entities (once per
+        catalog; symbols are left to BM25 and the chunk vectors)."""
+        if self.embedder is None:
+            return None
+        if built.names is None:
+            cat = built.catalog
+            keys = [k for kind in EMBEDDED_NAME_KINDS for k in cat.by_kind.get(kind, []) if cat.nodes[k][1]]
+            built.names = (keys, self._encode_names([cat.nodes[k][1] for k in keys]))
+        return built.names
+
+    def _fact_vectors(self, built: _Built, layer: EntityLayer) -> np.ndarray | None:
+        """Embeddings of the layer's extracted facts, read as sentences ("Hank Snow moved to Nashville")."""
+        if self.embedder is None:
+            return None
+        if built.facts is None:
+            cat = built.catalog
+
+            def name(key: str) -> str:
+                return cat.nodes[key][1] if key in cat.nodes else key.rsplit(":", 1)[-1]
+
+            built.facts = self._encode_names([f"{name(s)} {p} {name(d)}" for s, p, d in layer.facts])
+        return built.facts
+
+    def _encode_names(self, texts: list[str]) -> np.ndarray:
+        """Name vectors, through the project's embedding cache when there is one (a corpus of
+        passages has tens of thousands of entity names; each new catalog would embed them again)."""
+        embedder = self.embedder
+        assert embedder is not None
+        if not texts:
+            return np.zeros((0, embedder.dim), dtype=np.float32)
+        if self.cache_dir is None:
+            return embedder.encode(texts)
+        from graphmem.retrieval.indexes import EmbeddingCache, text_digest
+
+        cache = EmbeddingCache(self.cache_dir / "embeddings" / f"names-{_safe(embedder.fingerprint())}.sqlite",
+                               embedder.dim)
+        try:
+            digests = [text_digest(t) for t in texts]
+            known = cache.get_many(digests)
+            missing = sorted({d: i for i, d in enumerate(digests) if d not in known}.values())
+            if missing:
+                vecs = embedder.encode([texts[i] for i in missing])
+                cache.put_many((digests[i], vecs[j]) for j, i in enumerate(missing))
+                known.update((digests[i], vecs[j]) for j, i in enumerate(missing))
+            return np.stack([known[d] for d in digests]).astype(np.float32)
+        finally:
+            cache.close()
+
+    # --- retrieval ----------------------------------------------------------------------------------
+
+    def link(self, q: Question, query_vec: np.ndarray | None = None, *,
+             plain: set[str] | None = None) -> dict[str, Link]:
+        """Nodes the question names or describes (see ``linking.link``)."""
+        built = self.refresh()
+        return self._link(built, q, query_vec, plain)
+
+    def _link(self, built: _Built, q: Question, query_vec: np.ndarray | None,
+              plain: set[str] | None) -> dict[str, Link]:
+        return link(built.catalog, q, self.link_config, names=self._name_vectors(built) if query_vec is not None else None,
+                    query_vec=query_vec, plain=plain, ignore=built.project_names)
+
+    def reference_date(self, q: Question) -> str | None:
+        return reference_date(self.catalog, q)
+
+    def retrieve(self, q: Question, *, lexical_seeds: Sequence[str] = (), k: int = 50,
+                 as_of: str | None = None, query_vec: np.ndarray | None = None) -> GraphResult:
+        built = self.refresh()
+        cat = built.catalog
+        plain: set[str] = set()
+        linked = self._link(built, q, query_vec, plain)
+        seeds = {key: lk.weight for key, lk in linked.items()}
+        # Extracted entities and passages named in the question ("Lothair II") are where to look,
+        # not what the organisation's graph knows for certain: the search starts there but is not
+        # anchored on the organisation (fusion weighs it less).
+        anchored = any(cat.nodes[key][0] not in UNANCHORING_KINDS for key in seeds)
+        asked = set(q.answer_kinds) & set(cat.by_kind)
+        dated = {NodeKind.COMMIT, NodeKind.INCIDENT, NodeKind.DECISION} & set(cat.by_kind)
+        timeless = as_of is None and not (q.time.active and dated)
+        # The entity layer is the graph as it is now, without dates: it answers questions that
+        # name no organisation node, ask for no kind but passages, and speak of no time that
+        # the graph's dated nodes could answer.
+        if not anchored and timeless and asked <= {NodeKind.DOCUMENT, NodeKind.ENTITY}:
+            layer = self._layer(built)
+            if layer is not None:
+                # Over prose, a name is what the question capitalises: "mother" is no film title here.
+                linked = {key: lk for key, lk in linked.items() if key not in plain or not lk.named}
+                return rank_passages(layer, cat, q, linked, lexical_seeds, k,
+                                     fact_vectors=self._fact_vectors(built, layer), query_vec=query_vec)
+        # Lexical and vector hits seed the search when the question names nothing; next to named
+        # nodes they only nudge it (as seeds they would outrank what the named nodes lead to).
+        cfg = self.link_config
+        lexical_weight = cfg.lexical_seed_weight if not seeds else cfg.anchored_lexical_seed_weight
+        for rank, key in enumerate(lexical_seeds):
+            if key in cat.nodes and key not in seeds:
+                seeds[key] = lexical_weight / (rank + 1)
+        result = GraphResult([], seeds, dict(linked), anchored=anchored, named=bool(linked))
+        if not seeds:
+            return result
+        return walk(self.store, cat, q, linked, result, k=k, as_of=as_of, config=self.walk_config, link_config=cfg)
+
+
+def _safe(name: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name)[:120]
+
+
+__all__ = ["Catalog", "EntityLayer", "GraphHit", "GraphResult", "GraphRetriever", "Link", "LinkReason",
+           "edge_weights", "node_date"]

@@ -1,0 +1,110 @@
+"""The names of a project's open nodes, for linking a question to them, and the word rules both
+sides share."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from graphmem.model import Node, NodeKind
+from graphmem.stores.base import GraphStore
+
+FUZZY_KINDS = frozenset({NodeKind.SERVICE, NodeKind.TEAM, NodeKind.PERSON, NodeKind.ENTITY})
+# Entity types that say nothing about what an entity is (open extraction, capitalised spans).
+GENERIC_ENTITY_TYPES = frozenset({"concept", "entity", "other", "unknown", "misc", "thing"})
+
+WORD = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-/]*[A-Za-z0-9_]|[A-Za-z0-9]")
+IDENT_LIKE = re.compile(r"[a-z][A-Z]|_|\.|\(\)")
+STOP = frozenset(["a", "an", "the", "of", "in", "on", "at", "to", "for", "from", "by", "with", "and", "or", "is", "are", "was", "were", "be", "been", "that", "which", "what", "who", "whom", "whose", "how", "why", "when", "where", "did", "do", "does", "has", "have", "had", "it", "its", "this", "these", "those", "all", "any", "me", "show", "list", "find"])
+
+
+def node_date(node: Node) -> str | None:
+    """When a dated node happened: an incident's start, a commit's time, a decision's date (ISO)."""
+    p = node.props
+    names = {NodeKind.INCIDENT: ("started_at", "date"), NodeKind.COMMIT: ("committed_at", "authored_at"),
+             NodeKind.DECISION: ("date",)}.get(node.kind, ())
+    for name in names:
+        value = p.get(name)
+        if isinstance(value, str) and value:
+            return f"{value}T00:00:00.000000Z" if len(value) == 10 else value
+    return None
+
+
+def words_of(text: str) -> list[str]:
+    return [w.lower() for w in WORD.findall(text)]
+
+
+def singular(word: str) -> str:
+    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
+
+
+@dataclass(slots=True)
+class Catalog:
+    """Names of the project's open nodes, for linking a question to them."""
+
+    nodes: dict[str, tuple[NodeKind, str, str | None]] = field(default_factory=dict)  # key -> kind, name, date
+    by_name: dict[tuple[str, ...], set[str]] = field(default_factory=dict)
+    by_kind: dict[NodeKind, list[str]] = field(default_factory=dict)
+    incidents_by_number: dict[int, str] = field(default_factory=dict)
+    titles: list[tuple[str, set[str]]] = field(default_factory=list)  # title words, for fuzzy matching
+    fuzzy_names: list[str] = field(default_factory=list)  # one-word names that misspellings may mean
+
+    @classmethod
+    def build(cls, store: GraphStore, *, fuzzy_min_length: int = 5) -> Catalog:
+        cat = cls()
+        for node in store.iter_nodes():
+            cat.nodes[node.key] = (node.kind, node.name, node_date(node))
+            cat.by_kind.setdefault(node.kind, []).append(node.key)
+            for name in cat._names(node):
+                words = tuple(singular(w) for w in words_of(name))
+                if words:
+                    cat.by_name.setdefault(words, set()).add(node.key)
+            if node.kind is NodeKind.INCIDENT:
+                m = re.search(r"(\d+)$", node.key)
+                if m:
+                    cat.incidents_by_number[int(m.group(1))] = node.key
+            if node.kind in (NodeKind.DECISION, NodeKind.INCIDENT) and node.name:
+                cat.titles.append((node.key, {singular(w) for w in words_of(node.name)} - STOP))
+        cat.fuzzy_names = sorted({words[0] for words, keys in cat.by_name.items()
+                                  if len(words) == 1 and len(words[0]) >= fuzzy_min_length
+                                  and any(cat.nodes[k][0] in FUZZY_KINDS for k in keys)})
+        return cat
+
+    @staticmethod
+    def _names(node: Node) -> list[str]:
+        aliases = node.props.get("aliases")
+        # Other spellings of the same thing (merged duplicates, "Postgres" for PostgreSQL).
+        extra = [a for a in aliases if isinstance(a, str)] if isinstance(aliases, list) else []
+        return Catalog._own_names(node) + extra
+
+    @staticmethod
+    def _own_names(node: Node) -> list[str]:
+        kind, name = node.kind, node.name or ""
+        if kind in (NodeKind.SERVICE, NodeKind.TEAM, NodeKind.TICKET, NodeKind.ENTITY):
+            return [name]
+        if kind is NodeKind.PERSON:
+            email = str(node.props.get("email") or "")
+            return [name, email, email.split("@")[0]] if email else [name]
+        if kind is NodeKind.FILE:
+            path = node.key[5:]
+            return [path, path.rsplit("/", 1)[-1]]
+        if kind is NodeKind.SYMBOL:
+            qual = str(node.props.get("qualname") or name)
+            last = qual.rsplit(".", 1)[-1]
+            # Short or common last parts ("get", "main", "__init__") would link to everything.
+            return [qual] + ([last] if len(last) >= 5 and not last.startswith("_") and last != qual else [])
+        if kind is NodeKind.DECISION:
+            return [f"ADR-{node.props.get('number')}", name]
+        if kind is NodeKind.INCIDENT:
+            return [node.key.split(":", 1)[1], name]
+        return [name]
+
+
+
+def common_noun(key: str) -> bool:
+    """Whether a node that one lower-case question word names is likely just that common word: a
+    passage titled with it, or an entity of no particular type ("Mother", the film, or "church"
+    from open extraction). A typed entity is a name however it is written ("postgres")."""
+    if key.startswith("entity:"):
+        return key.split(":", 2)[1] in GENERIC_ENTITY_TYPES
+    return key.startswith("doc:")

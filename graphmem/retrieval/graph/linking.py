@@ -1,0 +1,177 @@
+"""Linking a question to the nodes it names or describes.
+
+Every link carries a typed reason (``LinkReason``); the message shown to users is derived from it,
+and no code reads the message.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import Enum
+
+import numpy as np
+
+from graphmem.model import NodeKind
+from graphmem.retrieval.config import LinkConfig
+from graphmem.retrieval.graph.catalog import IDENT_LIKE, STOP, WORD, Catalog, common_noun, singular, words_of
+from graphmem.retrieval.question import Question
+
+
+class LinkReason(Enum):
+    """Why a node became a seed of graph retrieval."""
+
+    IDENTIFIER = "names the identifier"  # ADR-5, INC-042, a ticket, a commit sha
+    NAME = "names"  # a node's name, spelled out
+    FUZZY_NAME = "misspells the name"
+    SIMILAR_NAME = "its name is close in meaning"
+    TITLE = "matches its title"
+    AS_OF = "the question is asked as of"
+    PICKED = "picked by time"  # "the latest incident"
+    IN_WINDOW = "in the time the question names"
+    STEPPED = "one step from what the question names"  # "the function that calls X"
+    DESCRIBED = "the kind the question describes, next to what it names"
+    FACT = "in an extracted fact the question reads like"
+    LEXICAL = "found by words or meaning"
+
+    @property
+    def named(self) -> bool:
+        """The question names the node outright (an identifier or a name)."""
+        return self in (LinkReason.IDENTIFIER, LinkReason.NAME)
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    weight: float
+    reason: LinkReason
+    detail: str = ""
+
+    @property
+    def named(self) -> bool:
+        return self.reason.named
+
+    @property
+    def message(self) -> str:
+        return f"{self.reason.value} {self.detail!r}" if self.detail else self.reason.value
+
+
+def link(cat: Catalog, q: Question, config: LinkConfig, *, names: tuple[list[str], np.ndarray] | None = None,
+         query_vec: np.ndarray | None = None, plain: set[str] | None = None,
+         ignore: frozenset[tuple[str, ...]] = frozenset()) -> dict[str, Link]:
+    """Nodes the question names or describes.
+
+    ``names``: keys and vectors of the names matched by meaning; ``ignore``: word sequences that
+    link nothing (the project's own name). ``plain`` collects the passages and untyped entities
+    named by one lower-case word ("mother" for the film "Mother"): a common word rather than a name."""
+    out: dict[str, Link] = {}
+
+    def add(keys: Sequence[str] | set[str], weight: float, reason: LinkReason, detail: str) -> None:
+        keys = [k for k in keys if k in cat.nodes]
+        for k in keys:
+            w = weight / len(keys)
+            if k not in out or out[k].weight < w:
+                out[k] = Link(w, reason, detail)
+
+    for n in q.adr_numbers:
+        add([f"adr:{n}"], 1.0, LinkReason.IDENTIFIER, f"ADR-{n}")
+    for n in q.incident_numbers:
+        if n in cat.incidents_by_number:
+            add([cat.incidents_by_number[n]], 1.0, LinkReason.IDENTIFIER, f"INC-{n}")
+    for t in q.tickets:
+        add([f"ticket:{t}"], 1.0, LinkReason.IDENTIFIER, t)
+    for sha in q.shas:
+        add([k for k in cat.by_kind.get(NodeKind.COMMIT, []) if k[7:].startswith(sha)], 1.0, LinkReason.IDENTIFIER, f"commit {sha}")
+    # Names: the longest word sequences first, so "billing service" is not also "billing".
+    words = [singular(w) for w in words_of(q.text)]
+    raw = WORD.findall(q.text)
+    used = [False] * len(words)
+    for size in range(config.max_name_words, 0, -1):
+        # Of overlapping names of one length, those not starting or ending with a function word
+        # go first: "the World Series" names "World Series", not "the World".
+        starts = sorted(range(len(words) - size + 1),
+                        key=lambda i: (words[i] in STOP or words[i + size - 1] in STOP, i))
+        for i in starts:
+            if any(used[i:i + size]):
+                continue
+            gram = tuple(words[i:i + size])
+            keys = cat.by_name.get(gram)
+            if not keys or (size == 1 and gram[0] in STOP) or gram in ignore:
+                continue
+            if size == 1 and all(cat.nodes[k][0] is NodeKind.SYMBOL for k in keys) \
+                    and not IDENT_LIKE.search(raw[i]):
+                continue  # a plain English word that happens to name a function
+            add(keys, 1.0, LinkReason.NAME, " ".join(raw[i:i + size]))
+            used[i:i + size] = [True] * size
+            if plain is not None and size == 1 and raw[i].islower():
+                plain.update(k for k in keys if common_noun(k))
+    # Misspelt names ("notifcations"): single-word names of services, teams, people and entities.
+    if cat.fuzzy_names:
+        from rapidfuzz import fuzz, process
+
+        for i, word in enumerate(words):
+            if used[i] or len(word) < config.fuzzy_min_length or word in STOP or (word,) in cat.by_name:
+                continue
+            match = process.extractOne(word, cat.fuzzy_names, scorer=fuzz.ratio, score_cutoff=config.fuzzy_cutoff)
+            if match:
+                add(cat.by_name[(match[0],)], config.fuzzy_weight, LinkReason.FUZZY_NAME, f"{raw[i]!r} ~ {match[0]!r}")
+    # Names that mean what the question says without saying them (embedding similarity).
+    if query_vec is not None and names is not None:
+        named, matrix = names
+        if named:
+            sims = matrix @ np.asarray(query_vec, dtype=np.float32)
+            for j in np.argsort(-sims)[:config.name_matches]:
+                if sims[j] >= config.name_similarity:
+                    add([named[j]], float(sims[j]) * config.name_similarity_weight, LinkReason.SIMILAR_NAME,
+                        f"{sims[j]:.2f}")
+    # "`submit` in clients/go/client.go": of same-named symbols, keep those in the file it names.
+    named_files = {k[5:] for k, link in out.items() if k.startswith("file:") and link.named}
+    if named_files:
+        in_named = {k for k in out if k.startswith("sym:") and k[4:].split("::")[0] in named_files}
+        for k in [k for k in out if k.startswith("sym:") and k not in in_named and in_named
+                  and k.rsplit("::", 1)[-1].lower() in {j.rsplit("::", 1)[-1].lower() for j in in_named}]:
+            del out[k]
+    # Decision and incident titles the question paraphrases closely.
+    qwords = set(words) - STOP
+    for key, title in cat.titles:
+        if len(title) >= 2 and len(title & qwords) / len(title) >= config.title_overlap:
+            add([key], config.title_weight, LinkReason.TITLE, "")
+    _link_kinds(cat, q, add)
+    return out
+
+def _link_kinds(cat: Catalog, q: Question, add) -> None:  # type: ignore[no-untyped-def]
+    """Kinds named with a time ("the latest incident", "incidents last month") seed their nodes."""
+    tf = q.time
+    if tf.as_of_ref:
+        ref = resolve_ref(cat, tf.as_of_ref)
+        if ref:
+            add([ref], 1.0, LinkReason.AS_OF, tf.as_of_ref)
+    if tf.pick and tf.pick_kind:
+        dated = [(cat.nodes[k][2], k) for k in cat.by_kind.get(tf.pick_kind, []) if cat.nodes[k][2]]
+        dated = [(d, k) for d, k in dated if tf.admits(d)]
+        if dated:
+            _d, k = (max if tf.pick == "latest" else min)(dated)
+            add([k], 1.0, LinkReason.PICKED, f"the {tf.pick} {tf.pick_kind.value}")
+        return
+    if tf.start or tf.end:
+        for kind in q.kind_mentions:
+            if kind is NodeKind.DECISION and q.adr_numbers or kind is NodeKind.INCIDENT and q.incident_numbers:
+                continue
+            keys = [k for k in cat.by_kind.get(kind, []) if cat.nodes[k][2] and tf.admits(cat.nodes[k][2])]
+            if keys:
+                add(keys, 1.0, LinkReason.IN_WINDOW, f"{kind.value} in {tf.phrase!r}")
+
+def resolve_ref(cat: Catalog, ref: str) -> str | None:
+    m = re.match(r"(INC|ADR)-?0*(\d+)", ref, re.IGNORECASE)
+    if not m:
+        return None
+    if m.group(1).upper() == "ADR":
+        key = f"adr:{int(m.group(2))}"
+        return key if key in cat.nodes else None
+    return cat.incidents_by_number.get(int(m.group(2)))
+
+def reference_date(cat: Catalog, q: Question) -> str | None:
+    """The date an "as of INC-042" question is asked at."""
+    ref = resolve_ref(cat, q.time.as_of_ref) if q.time.as_of_ref else None
+    return cat.nodes[ref][2] if ref else None
+

@@ -1,0 +1,31 @@
+"""What graph retrieval returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from graphmem.retrieval.graph.linking import Link
+from graphmem.stores.base import Path
+
+
+@dataclass(slots=True)
+class GraphHit:
+    key: str
+    score: float
+    path: Path
+
+
+@dataclass(slots=True)
+class GraphResult:
+    hits: list[GraphHit]
+    seeds: dict[str, float]
+    linked: dict[str, Link]  # key -> why it was linked
+    anchored: bool = False  # started from organisation nodes the question names (not only entities)
+    named: bool = False  # started from anything the question names (passages and entities too)
+    reached: int = 0
+    subjects: set[str] = field(default_factory=set)  # named nodes of the asked kind the question is about
+    layer: bool = False  # ranked over the entity layer (passages by the PageRank of their entities)
+
+    def messages(self) -> dict[str, str]:
+        """Why each linked node was linked, for people."""
+        return {key: link.message for key, link in self.linked.items()}

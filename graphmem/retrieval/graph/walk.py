@@ -1,0 +1,231 @@
+"""The organisation-graph walk: expand breadth-first from the seeds through typed relationships,
+then rank what was reached by a personalised PageRank whose relationship weights follow what the
+question asks. Nodes of the kind the question asks for come first; each hit keeps the path by
+which the expansion reached it.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+import numpy as np
+import scipy.sparse as sp
+
+from graphmem.model import NodeKind, RelType
+from graphmem.retrieval.config import LinkConfig, WalkConfig
+from graphmem.retrieval.graph.catalog import Catalog
+from graphmem.retrieval.graph.linking import Link, LinkReason, reference_date
+from graphmem.retrieval.graph.pagerank import personalized_pagerank, transition
+from graphmem.retrieval.graph.result import GraphHit, GraphResult
+from graphmem.retrieval.question import Question
+from graphmem.stores.base import Edge, GraphStore, Hub, Path, Step
+
+
+def walk(store: GraphStore, cat: Catalog, q: Question, linked: dict[str, Link], result: GraphResult, *,
+         k: int, as_of: str | None, config: WalkConfig, link_config: LinkConfig) -> GraphResult:
+    """Fill ``result`` (whose ``seeds`` are set) with the ranked nodes the walk reaches."""
+    seeds = result.seeds
+    window = q.time
+    ref_date = reference_date(cat, q)
+
+    def admitted(key: str) -> bool:
+        info = cat.nodes.get(key)
+        if info is None or info[2] is None:
+            return True
+        if ref_date is not None and info[2] > ref_date:
+            return False
+        return window.admits(info[2]) if (window.start or window.end) else True
+
+    # Breadth-first expansion, level by level: one store read per level.
+    parent: dict[str, tuple[str, Step] | None] = {s: None for s in seeds}
+    edges: list[Edge] = []
+    frontier = sorted(seeds)
+    # "the incident that hit the notifications service": a kind the question names without an
+    # identifier or a time picks the nodes of that kind next to what it does name.
+    described = [kind for kind in q.kind_mentions
+                 if not (kind is NodeKind.INCIDENT and q.incident_numbers)
+                 and not (kind is NodeKind.DECISION and q.adr_numbers)
+                 and not any(cat.nodes.get(key, (None,))[0] is kind for key in linked)]
+    # A node with very many relationships (a service with thousands of files) is crossed only by
+    # the types the question names and by its rarer types (owners, dependencies).
+    hub = Hub(config.hub_degree, config.hub_type_limit, frozenset(t.value for t in q.rel_types))
+    for level in range(config.max_depth):
+        if not frontier or len(parent) >= config.max_nodes:
+            break
+        if level == config.max_depth - 1 and len(parent) > config.deep_limit:
+            break  # the last hop only out of a small neighbourhood
+        by_origin: dict[str, list[Edge]] = {}
+        for edge in store.expand(frontier, as_of=as_of, hub=hub):
+            if admitted(edge.other):
+                by_origin.setdefault(edge.origin, []).append(edge)
+        nxt: list[str] = []
+        for origin in frontier:
+            for edge in sorted(by_origin.get(origin, []), key=lambda e: (e.step.type, e.other)):
+                edges.append(edge)
+                if edge.other not in parent and len(parent) < config.max_nodes:
+                    parent[edge.other] = (edge.origin, edge.step)
+                    nxt.append(edge.other)
+        frontier = sorted(set(nxt))
+        if q.step and level == 0:
+            # "who last changed the function that calls X": X's callers become the seeds.
+            rel, end = q.step
+            named = [key for key, link in linked.items() if link.named]
+            stepped = sorted({e.other for key in named for e in by_origin.get(key, [])
+                              if e.step.type == rel.value and (e.step.src if end == "src" else e.step.dst) == e.other})
+            for key in stepped:
+                seeds[key] = max(seeds.get(key, 0.0), 1.0 / len(stepped))
+                result.linked.setdefault(key, Link(seeds[key], LinkReason.STEPPED, rel.value))
+            for key in named if stepped else ():
+                seeds[key] *= link_config.stepped_from_weight
+        if described and level == 0:
+            near = [key for key in frontier if cat.nodes.get(key, (None,))[0] in described]
+            # "the incident that hit notifications": the neighbours of what the question names
+            # (not of passages a text search found, and even when a text search seeded them
+            # already), and among those the ones joined by a relationship the question names
+            # (AFFECTED) rather than a mere mention.
+            named_types = {t.value for t in q.rel_types}
+            beside = {e.other: e.step.type for key, link in linked.items() if link.named
+                      for e in by_origin.get(key, []) if cat.nodes.get(e.other, (None,))[0] in described}
+            typed = sorted(key for key, typ in beside.items() if typ in named_types)
+            near = typed or sorted(beside) or near
+            for key in near:
+                seeds[key] = max(seeds.get(key, 0.0), link_config.described_seed_weight / len(near))
+                result.linked.setdefault(key, Link(seeds[key], LinkReason.DESCRIBED))
+    result.reached = len(parent)
+    weights = edge_weights(q, config)
+    factors = _latest_change_factors(edges, cat, config) if q.latest_change else None
+    scores = _pagerank(list(parent), edges, seeds, weights, {t.value: d for t, d in q.directions.items()}, factors,
+                       config)
+    # Nodes of the kind the question asks for keep their PageRank; the rest are damped, so the
+    # score stays the order (fusion may use the scores).
+    answer = set(q.answer_kinds)
+    # The named nodes themselves are no answer when the question asks for another kind
+    # ("which commit caused INC-042" is not answered by INC-042), and rarely when it asks how
+    # they relate to others of their kind through a directed relationship ("which services
+    # depend on auth", "who calls X", "what replaced ADR-3"): there they are the subjects.
+    # Only what the question names outright (an id, a name) is a subject; a title it resembles
+    # may well be the answer ("which decision superseded ADR-14 (Cache inventory reads ...)").
+    result.subjects = {key for key, link in linked.items()
+                       if q.directions and link.named and cat.nodes.get(key, (None,))[0] in answer}
+    # Extracted entities ("postgresql", "Lothair II") connect the passages and code that mention
+    # them; they are answers only to a question that asks for entities.
+    final = {key: s if not answer or cat.nodes.get(key, (None,))[0] in answer else s * config.off_kind_factor
+             for key, s in scores.items() if not (answer and key in result.linked
+                                                   and cat.nodes.get(key, (None,))[0] not in answer)
+             and (cat.nodes.get(key, (None,))[0] is not NodeKind.ENTITY or NodeKind.ENTITY in answer)}
+    for key in result.subjects & set(final):
+        final[key] *= config.off_kind_factor
+    # Nodes of the asked kind come first: the others are scaled below the weakest of them, so
+    # the scores still give the order (fusion may read them).
+    if answer:
+        asked = [v for key, v in final.items() if cat.nodes.get(key, (None,))[0] in answer
+                 and key not in result.subjects]
+        others = [v for key, v in final.items() if cat.nodes.get(key, (None,))[0] not in answer
+                  or key in result.subjects]
+        if asked and others and max(others) >= min(asked):
+            scale = config.off_kind_factor * min(asked) / max(others)
+            final = {key: v * scale if (cat.nodes.get(key, (None,))[0] not in answer or key in result.subjects)
+                     else v for key, v in final.items()}
+    top = sorted(final, key=lambda key: (-final[key], key))[:k]
+    # Evidence: the cheapest path from a seed, a relationship costing the inverse of its weight,
+    # so paths through what the question asks about win over incidental ones.
+    parent.update(_cheapest_paths(edges, {key: (0.0 if key in result.linked else 2.0) for key in seeds}, weights,
+                                  targets=set(top)))
+    for key in top:
+        result.hits.append(GraphHit(key, float(final[key]), _path_to(key, parent)))
+    return result
+
+
+def _pagerank(nodes: list[str], edges: list[Edge], seeds: dict[str, float], weights: dict[str, float],
+              directions: dict[str, str] | None, factors: dict[tuple[str, str, str], float] | None,
+              config: WalkConfig) -> dict[str, float]:
+    """PageRank over the reached subgraph; each relationship weighs as the question reads it."""
+    index = {key: i for i, key in enumerate(nodes)}
+    rows, cols, vals = [], [], []
+    seen: set[tuple[str, str, str]] = set()
+    for e in edges:
+        ident = (e.step.src, e.step.type, e.step.dst)
+        if ident in seen or e.step.src not in index or e.step.dst not in index:
+            continue
+        seen.add(ident)
+        w = weights.get(e.step.type, config.unknown_type_weight) * (factors.get(ident, 1.0) if factors else 1.0)
+        a, b = index[e.step.src], index[e.step.dst]
+        # A relationship read with a direction ("which services depend on auth") is walked
+        # mostly towards the answer's end.
+        toward = (directions or {}).get(e.step.type)
+        forward = w * (config.against_direction if toward == "src" else 1.0)
+        backward = w * (config.against_direction if toward == "dst" else 1.0)
+        rows += [a, b]
+        cols += [b, a]
+        vals += [forward, backward]
+    n = len(nodes)
+    matrix = sp.csr_matrix((vals, (rows, cols)), shape=(n, n), dtype=np.float64)
+    restart = np.zeros(n)
+    for key, w in seeds.items():
+        if key in index:
+            restart[index[key]] = w
+    rank = personalized_pagerank(transition(matrix), restart, damping=config.damping, iterations=config.iterations)
+    return {key: float(rank[i]) for key, i in index.items()}
+
+
+def edge_weights(q: Question, config: WalkConfig | None = None) -> dict[str, float]:
+    """Weight of each relationship type for this question: its base weight, more if the question names it."""
+    config = config or WalkConfig()
+    emphasis = {t.value: w for t, w in q.rel_types.items()}
+    return {t: base * (1.0 + config.emphasis * min(1.0, emphasis.get(t, 0.0))) for t, base in config.base_weights.items()}
+
+
+def _latest_change_factors(edges: list[Edge], cat: Catalog, config: WalkConfig) -> dict[tuple[str, str, str], float]:
+    """For "who last changed X": of the commits that changed each symbol or file, the newest one's
+    change relationship weighs ``latest_change_boost`` times more, the older ones less."""
+    newest: dict[str, tuple[str, tuple[str, str, str]]] = {}
+    changes: list[tuple[str, str, str]] = []
+    for e in edges:
+        if e.step.type not in (RelType.MODIFIED.value, RelType.CHANGED.value):
+            continue
+        ident = (e.step.src, e.step.type, e.step.dst)
+        changes.append(ident)
+        when = cat.nodes.get(e.step.src, (None, "", None))[2] or ""
+        if when > newest.get(e.step.dst, ("", ident))[0]:
+            newest[e.step.dst] = (when, ident)
+    latest = {ident for _, ident in newest.values()}
+    return {ident: config.latest_change_boost if ident in latest else config.older_change_factor for ident in changes}
+
+
+def _cheapest_paths(edges: list[Edge], start: dict[str, float], weights: dict[str, float],
+                    targets: set[str] | None = None) -> dict[str, tuple[str, Step] | None]:
+    """Dijkstra from several sources over ``edges`` (both directions): node -> (previous node, step).
+    Stops once every node of ``targets`` is settled."""
+    adjacency: dict[str, list[tuple[str, Step, float]]] = {}
+    for e in edges:
+        cost = 1.0 / max(weights.get(e.step.type, 0.5), 1e-6)
+        adjacency.setdefault(e.step.src, []).append((e.step.dst, e.step, cost))
+        adjacency.setdefault(e.step.dst, []).append((e.step.src, e.step, cost))
+    dist = dict(start)
+    prev: dict[str, tuple[str, Step] | None] = {key: None for key in start}
+    heap = [(cost, key) for key, cost in sorted(start.items())]
+    heapq.heapify(heap)
+    waiting = set(targets) if targets is not None else None
+    while heap:
+        cost, key = heapq.heappop(heap)
+        if cost > dist.get(key, float("inf")):
+            continue
+        if waiting is not None:
+            waiting.discard(key)
+            if not waiting:
+                break
+        for other, step, step_cost in adjacency.get(key, ()):
+            new = cost + step_cost
+            if new < dist.get(other, float("inf")) - 1e-12:
+                dist[other], prev[other] = new, (key, step)
+                heapq.heappush(heap, (new, other))
+    return prev
+
+
+def _path_to(key: str, parent: dict[str, tuple[str, Step] | None]) -> Path:
+    nodes, steps = [key], []
+    while (link := parent.get(nodes[-1])) is not None:
+        origin, step = link
+        nodes.append(origin)
+        steps.append(step)
+    return Path(tuple(reversed(nodes)), tuple(reversed(steps)))

@@ -1,0 +1,189 @@
+"""Learned fusion: a small linear ranker over per-candidate features, with a floor.
+
+Hand-set multipliers cannot know when to trust each list: a graph list that started from what the
+question names is decisive for "what calls X" and noise for "where is the code that parses
+dates". The ranker sees, for every candidate, each retriever's rank and normalised score, how many
+lists agree, whether its kind is the one asked for, whether and why the question named it, the
+length and relationship types of the graph path that reached it, and the question's shape; it is
+trained pairwise (gold above non-gold of the same question, RankNet's logistic loss) on a
+development split by ``eval/train_fusion.py`` and shipped as a JSON artefact of a few hundred bytes.
+
+The floor bounds the damage of a wrong model: the first ``floor_top`` candidates of every single
+list stay within the first ``floor_rank`` places of the fused list.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from graphmem.errors import ConfigError
+from graphmem.model import NodeKind, kind_of
+
+LISTS = ("bm25", "vector", "graph")
+KIND_FEATURES = (NodeKind.SYMBOL, NodeKind.FILE, NodeKind.COMMIT, NodeKind.DOCUMENT, NodeKind.ENTITY,
+                 NodeKind.SERVICE, NodeKind.PERSON, NodeKind.TEAM, NodeKind.DECISION, NodeKind.INCIDENT)
+MODELS = Path(__file__).resolve().parent / "models"
+FORMAT = 1
+
+
+@dataclass(slots=True)
+class QuestionSignals:
+    """What the question and the graph search say about all candidates alike."""
+
+    asks_kind: bool = False
+    anchored: bool = False  # graph search started from organisation nodes the question names
+    layer: bool = False  # the graph list ranks passages over the entity layer
+    named: int = 0  # nodes the question names outright
+    relations: frozenset[str] = frozenset()  # relationship types the question names
+    directed: bool = False  # the question reads a relationship with a direction ("what calls X")
+
+
+@dataclass(slots=True)
+class CandidateSignals:
+    """Per-candidate inputs of the features."""
+
+    ranks: dict[str, int] = field(default_factory=dict)  # list -> rank (1-based)
+    scores: dict[str, float] = field(default_factory=dict)  # list -> score normalised to the list's best
+    kind_match: bool = False
+    named: bool = False  # the question names it outright
+    linked: bool = False  # a seed of the graph search for any reason
+    subject: bool = False  # what the question is about, of the kind it asks for
+    path_length: int | None = None
+    path_relations: frozenset[str] = frozenset()
+
+
+def feature_names() -> list[str]:
+    names = []
+    for lst in LISTS:
+        names += [f"{lst}_rr", f"{lst}_in", f"{lst}_score", f"{lst}_top1"]
+    names += ["agree", "kind_match", "asks_kind", "named", "linked", "subject", "path_len", "path_asked_rel",
+              "anchored", "layer", "q_named", "directed",
+              "graph_rr_x_anchored", "graph_rr_x_layer", "graph_rr_x_directed", "graph_rr_x_kind",
+              "bm25_rr_x_anchored", "vector_rr_x_anchored", "graph_rr_x_relations"]
+    names += [f"is_{k.value}" for k in KIND_FEATURES]
+    return names
+
+
+def features(q: QuestionSignals, c: CandidateSignals) -> list[float]:
+    """The feature vector of one candidate (order of ``feature_names``)."""
+    out: list[float] = []
+    for lst in LISTS:
+        rank = c.ranks.get(lst)
+        out += [1.0 / rank if rank else 0.0, 1.0 if rank else 0.0, c.scores.get(lst, 0.0),
+                1.0 if rank == 1 else 0.0]
+    graph_rr = 1.0 / c.ranks["graph"] if c.ranks.get("graph") else 0.0
+    bm25_rr = 1.0 / c.ranks["bm25"] if c.ranks.get("bm25") else 0.0
+    vector_rr = 1.0 / c.ranks["vector"] if c.ranks.get("vector") else 0.0
+    asked_rel = bool(c.path_relations & q.relations)
+    out += [len(c.ranks) / len(LISTS), float(c.kind_match), float(q.asks_kind), float(c.named), float(c.linked),
+            float(c.subject), min(c.path_length, 4) / 4.0 if c.path_length is not None else 0.0, float(asked_rel),
+            float(q.anchored), float(q.layer), min(q.named, 3) / 3.0, float(q.directed),
+            graph_rr * q.anchored, graph_rr * q.layer, graph_rr * q.directed, graph_rr * c.kind_match,
+            bm25_rr * q.anchored, vector_rr * q.anchored, graph_rr * bool(q.relations)]
+    return out
+
+
+def kind_features(key: str) -> list[float]:
+    kind = kind_of(key)
+    return [1.0 if kind is k else 0.0 for k in KIND_FEATURES]
+
+
+def matrix(q: QuestionSignals, keys: Sequence[str], cands: Mapping[str, CandidateSignals]) -> np.ndarray:
+    """Feature rows of ``keys`` (float32)."""
+    rows = [features(q, cands[key]) + kind_features(key) for key in keys]
+    return np.asarray(rows, dtype=np.float32).reshape(len(keys), len(feature_names()))
+
+
+@dataclass(frozen=True, slots=True)
+class FusionModel:
+    """A linear ranker: ``score = ((x - mean) / scale) @ weights``."""
+
+    name: str
+    names: tuple[str, ...]
+    mean: np.ndarray
+    scale: np.ndarray
+    weights: np.ndarray
+    about: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        n = len(self.names)
+        if list(self.names) != feature_names():
+            raise ConfigError(f"fusion model {self.name!r} was trained on other features; retrain it "
+                              "(python -m eval.train_fusion)")
+        for arr in (self.mean, self.scale, self.weights):
+            if arr.shape != (n,) or not np.all(np.isfinite(arr)):
+                raise ConfigError(f"fusion model {self.name!r} is malformed")
+        if np.any(self.scale <= 0):
+            raise ConfigError(f"fusion model {self.name!r} has a non-positive scale")
+
+    def score(self, x: np.ndarray) -> np.ndarray:
+        return ((x - self.mean) / self.scale) @ self.weights
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"format": FORMAT, "name": self.name, "features": list(self.names),
+                "mean": [round(float(v), 6) for v in self.mean], "scale": [round(float(v), 6) for v in self.scale],
+                "weights": [round(float(v), 6) for v in self.weights], "about": dict(self.about)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> FusionModel:
+        try:
+            if data.get("format") != FORMAT:
+                raise ConfigError(f"fusion model format {data.get('format')!r} is not {FORMAT}")
+            return cls(str(data["name"]), tuple(data["features"]), np.asarray(data["mean"], dtype=np.float64),
+                       np.asarray(data["scale"], dtype=np.float64), np.asarray(data["weights"], dtype=np.float64),
+                       dict(data.get("about") or {}))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ConfigError(f"malformed fusion model: {exc}") from None
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.as_dict(), indent=1) + "\n", encoding="utf-8")
+
+
+@lru_cache(maxsize=8)
+def load_model(spec: str) -> FusionModel:
+    """A model by name (``graphmem/retrieval/models/<name>.json``) or by path."""
+    path = Path(spec)
+    if not path.suffix:
+        path = MODELS / f"{spec}.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"no fusion model {spec!r} ({path})") from None
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read fusion model {path}: {exc}") from None
+    return FusionModel.from_dict(data)
+
+
+def apply_floor(order: list[str], lists: Mapping[str, Sequence[str]], top: int, rank: int) -> list[str]:
+    """Move the first ``top`` of every list into the first ``rank`` places if the order left them out.
+
+    Those that must move take the places just before ``rank`` in the order of their best list rank;
+    what they displace moves down by one."""
+    if top <= 0 or rank <= 0:
+        return order
+    required: list[str] = []
+    for i in range(top):
+        for lst in lists.values():
+            if i < len(lst) and lst[i] not in required:
+                required.append(lst[i])
+    head = order[:rank]
+    missing = [key for key in required if key not in head and key in order]
+    if not missing:
+        return order
+    room = rank - len(missing)
+    if room < 0:
+        missing, room = missing[:rank], 0
+    keep = [key for key in head if key in required] + [key for key in head if key not in required]
+    new_head = keep[:room] + missing
+    rest = [key for key in order if key not in new_head]
+    # The head keeps the model's order among its members.
+    position = {key: i for i, key in enumerate(order)}
+    new_head.sort(key=lambda key: position[key])
+    return new_head + rest

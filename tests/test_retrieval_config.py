@@ -1,0 +1,120 @@
+"""Retrieval policy as typed configuration: validation, presets, overrides, and learned fusion's
+model and floor."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from graphmem.errors import ConfigError
+from graphmem.retrieval.config import (
+    PRESETS,
+    FusionConfig,
+    LinkConfig,
+    RetrievalConfig,
+    WalkConfig,
+    load_overrides,
+    preset,
+)
+from graphmem.retrieval.learned import (
+    CandidateSignals,
+    FusionModel,
+    QuestionSignals,
+    apply_floor,
+    feature_names,
+    load_model,
+    matrix,
+)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: WalkConfig(damping=1.5),
+    lambda: WalkConfig(base_weights={"NOT_A_TYPE": 1.0}),
+    lambda: WalkConfig(base_weights={"CALLS": -1.0}),
+    lambda: LinkConfig(name_similarity=2.0),
+    lambda: LinkConfig(fuzzy_cutoff=120.0),
+    lambda: FusionConfig(method="magic"),
+    lambda: FusionConfig(weights={"bm25": 0.0}),
+    lambda: FusionConfig(weights={"sparse": 1.0}),
+    lambda: FusionConfig(floor_rank=-1),
+])
+def test_settings_are_validated_when_made(make) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(ConfigError):
+        make()
+
+
+def test_presets_are_recipes_of_one_config_type() -> None:
+    assert {"bm25", "vector", "graph", "rrf", "hybrid", "hybrid-rerank"} <= set(PRESETS)
+    assert preset("bm25").retrievers == ("bm25",)
+    assert preset("rrf").fusion.method == "rrf" and preset("rrf").retrievers == ("bm25", "vector", "graph")
+    assert preset("hybrid").fusion.method == "learned" and not preset("hybrid").rerank.enabled
+    assert preset("hybrid-rerank").rerank.enabled
+    with pytest.raises(ConfigError, match="unknown mode"):
+        preset("nope")
+    with pytest.raises(TypeError):
+        PRESETS["x"] = PRESETS["bm25"]  # type: ignore[index]
+    with pytest.raises(AttributeError):
+        preset("hybrid").fusion.floor_rank = 3  # type: ignore[misc]
+
+
+def test_overrides_make_a_validated_copy(tmp_path: Path) -> None:
+    base = preset("hybrid")
+    swept = base.with_overrides({"fusion": {"floor_rank": 3}, "walk": {"damping": 0.6, "base_weights": {"CALLS": 2.0}}},
+                                name="sweep")
+    assert swept.name == "sweep" and swept.fusion.floor_rank == 3 and swept.walk.damping == 0.6
+    assert swept.walk.base_weights["CALLS"] == 2.0 and swept.walk.base_weights["OWNS"] == base.walk.base_weights["OWNS"]
+    assert base.fusion.floor_rank == 5  # the preset is untouched
+    with pytest.raises(ConfigError, match="unknown walk settings"):
+        base.with_overrides({"walk": {"dampning": 0.6}})
+    with pytest.raises(ConfigError, match="section"):
+        base.with_overrides({"walks": {}})
+    with pytest.raises(ConfigError):
+        base.with_overrides({"walk": {"damping": 7}})
+    path = tmp_path / "sweep.json"
+    path.write_text(json.dumps({"mode": "hybrid", "fusion": {"floor_top": 2}}))
+    loaded = load_overrides(path)
+    assert preset(loaded.pop("mode")).with_overrides(loaded).fusion.floor_top == 2
+    (tmp_path / "bad.json").write_text("[1, 2]")
+    with pytest.raises(ConfigError):
+        load_overrides(tmp_path / "bad.json")
+    assert isinstance(RetrievalConfig("x").as_dict()["walk"]["base_weights"], dict)
+
+
+def test_the_floor_keeps_every_lists_first_candidates_near_the_top() -> None:
+    order = ["a", "b", "c", "d", "e", "f", "g"]
+    lists = {"bm25": ["g", "a"], "vector": ["a", "f"], "graph": ["b"]}
+    out = apply_floor(order, lists, top=1, rank=3)
+    assert set(out[:3]) == {"a", "b", "g"} and sorted(out) == sorted(order)
+    assert out[:3] == ["a", "b", "g"]  # in the model's order
+    assert apply_floor(order, lists, top=1, rank=0) == order
+    assert apply_floor(order, {"bm25": ["a"]}, top=1, rank=5) == order  # nothing to move
+    two = apply_floor(order, lists, top=2, rank=4)
+    assert {"g", "a", "f", "b"} == set(two[:4])
+
+
+def test_the_shipped_model_matches_the_features_and_ranks() -> None:
+    model = load_model("fusion-v1")
+    assert list(model.names) == feature_names()
+    q = QuestionSignals(asks_kind=True, anchored=True, named=1, relations=frozenset({"CALLS"}), directed=True)
+    cands = {"sym:a.py::f": CandidateSignals(ranks={"bm25": 1, "vector": 1, "graph": 1},
+                                             scores={"bm25": 1.0, "vector": 0.7, "graph": 1.0}, kind_match=True),
+             "sym:b.py::g": CandidateSignals(ranks={"bm25": 40}, scores={"bm25": 0.05})}
+    scores = model.score(matrix(q, list(cands), cands))
+    assert scores.shape == (2,) and np.all(np.isfinite(scores))
+    assert scores[0] > scores[1]  # first everywhere beats fortieth in one list
+
+
+def test_a_model_for_other_features_or_malformed_is_refused(tmp_path: Path) -> None:
+    good = load_model("fusion-v1").as_dict()
+    stale = dict(good, features=good["features"][:-1] + ["something_else"])
+    with pytest.raises(ConfigError, match="other features"):
+        FusionModel.from_dict(stale)
+    with pytest.raises(ConfigError):
+        FusionModel.from_dict(dict(good, weights=good["weights"][:-1]))
+    with pytest.raises(ConfigError):
+        FusionModel.from_dict(dict(good, format=99))
+    with pytest.raises(ConfigError, match="no fusion model"):
+        load_model(str(tmp_path / "missing.json"))
