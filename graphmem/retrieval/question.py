@@ -20,8 +20,11 @@ _ANSWER_PATTERNS: list[tuple[re.Pattern[str], tuple[NodeKind, ...]]] = [
     (re.compile(r"\b(which|what|list|show|find|name)\b[^?.]{0,25}?\b(teams?)\b", re.IGNORECASE), (NodeKind.TEAM,)),
     (re.compile(r"\b(which|what|list|show|find|name)\b[^?.]{0,25}?\b(services?|systems?)\b", re.IGNORECASE),
      (NodeKind.SERVICE,)),
-    (re.compile(r"\b(which|what|list|show|find|name)\b[^?.]{0,25}?\b(commits?|changes?|change ?sets?)\b", re.IGNORECASE),
-     (NodeKind.COMMIT,)),
+    (re.compile(r"\b(which|what|list|show|find|name)\b[^?.]{0,25}?\b(commits?|changes?|change ?sets?|releases?|versions?)\b",
+                re.IGNORECASE), (NodeKind.COMMIT,)),
+    # "when was X added", "when did X go away": the change that did it.
+    (re.compile(r"\bwhen\b[^?.]{0,60}?\b(added|introduced|removed|deleted|renamed|changed|modified|rewritten|"
+                r"first appear\w*|go away|went away|dropped)\b", re.IGNORECASE), (NodeKind.COMMIT,)),
     (re.compile(r"\b(which|what|list|show|find|name)\b[^?.]{0,25}?\b(decisions?|adrs?)\b", re.IGNORECASE),
      (NodeKind.DECISION,)),
     (re.compile(r"\b(which|what|list|show|find|name)\b[^?.]{0,25}?\b(incidents?|outages?|postmortems?)\b", re.IGNORECASE),
@@ -29,7 +32,8 @@ _ANSWER_PATTERNS: list[tuple[re.Pattern[str], tuple[NodeKind, ...]]] = [
     (re.compile(r"\b(which|what|list|show|find|name)\b[^?.]{0,25}?\b(files?|modules?)\b", re.IGNORECASE),
      (NodeKind.FILE, NodeKind.SYMBOL)),
     (re.compile(r"\b(which|what|list|show|find|name|all)\b[^?.]{0,30}?\b(code|functions?|methods?|classes|class|"
-                r"endpoints?|handlers?|symbols?|callers?|callees?)\b", re.IGNORECASE), (NodeKind.SYMBOL, NodeKind.FILE)),
+                r"endpoints?|handlers?|symbols?|callers?|callees?|types?|interfaces?|structs?|helpers?)\b",
+                re.IGNORECASE), (NodeKind.SYMBOL, NodeKind.FILE)),
     (re.compile(r"\bwho\b", re.IGNORECASE), (NodeKind.PERSON, NodeKind.TEAM)),
     (re.compile(r"\b(which|what)\b[^?.]{0,20}?\b(people|persons?|engineers?|developers?|authors?)\b", re.IGNORECASE),
      (NodeKind.PERSON,)),
@@ -44,6 +48,8 @@ _REL_WORDS: list[tuple[re.Pattern[str], tuple[RelType, ...]]] = [
     (re.compile(r"\bmembers?\b|\bworks? (on|in)\b|\bteam\b", re.IGNORECASE), (RelType.MEMBER_OF,)),
     (re.compile(r"\bchang|\bmodif|\btouch|\bedit|\bimplement", re.IGNORECASE),
      (RelType.MODIFIED, RelType.CHANGED, RelType.IMPLEMENTS, RelType.REFERENCES)),
+    (re.compile(r"\badded\b|\bremov|\bdelet|\brenam|\bintroduc|\bfirst appear|\bgo(ne)? away\b|\bwent away\b",
+                re.IGNORECASE), (RelType.MODIFIED, RelType.CHANGED)),
     (re.compile(r"\bwrote\b|\bauthor|\bcommitted\b|\blast changed\b", re.IGNORECASE), (RelType.AUTHORED,)),
     (re.compile(r"\bcaus|\btrigger|\bintroduc|\broot cause", re.IGNORECASE), (RelType.CAUSED_BY,)),
     (re.compile(r"\bfix|\bresolv|\bmitigat", re.IGNORECASE), (RelType.RESOLVED_BY, RelType.FIXES, RelType.AUTHORED)),

@@ -86,6 +86,7 @@ def link(cat: Catalog, q: Question, config: LinkConfig, *, names: tuple[list[str
     words = [singular(w) for w in words_of(q.text)]
     raw = WORD.findall(q.text)
     used = [False] * len(words)
+    quoted = _quoted_words(q.text)
     for size in range(config.max_name_words, 0, -1):
         # Of overlapping names of one length, those not starting or ending with a function word
         # go first: "the World Series" names "World Series", not "the World".
@@ -99,7 +100,7 @@ def link(cat: Catalog, q: Question, config: LinkConfig, *, names: tuple[list[str
             if not keys or (size == 1 and gram[0] in STOP) or gram in ignore:
                 continue
             if size == 1 and all(cat.nodes[k][0] is NodeKind.SYMBOL for k in keys) \
-                    and not IDENT_LIKE.search(raw[i]):
+                    and not IDENT_LIKE.search(raw[i]) and not _framed_as_code(words, quoted, i):
                 continue  # a plain English word that happens to name a function
             add(keys, 1.0, LinkReason.NAME, " ".join(raw[i:i + size]))
             used[i:i + size] = [True] * size
@@ -175,3 +176,22 @@ def reference_date(cat: Catalog, q: Question) -> str | None:
     ref = resolve_ref(cat, q.time.as_of_ref) if q.time.as_of_ref else None
     return cat.nodes[ref][2] if ref else None
 
+
+
+# Words that say the word next to them is the name of code: "the frozen function", "method close".
+CODE_NOUNS = frozenset({"function", "functions", "method", "methods", "class", "classes", "helper", "helpers",
+                        "decorator", "type", "types", "interface", "struct", "constructor", "module", "routine",
+                        "callback", "hook", "constant", "enum", "trait", "field", "property", "attribute"})
+
+
+def _quoted_words(text: str) -> set[str]:
+    """Words the question writes as code: in backticks or quotes."""
+    spans = re.findall(r"`([^`]+)`|'([^'\s]+)'|\"([^\"\s]+)\"", text)
+    return {singular(w) for groups in spans for span in groups if span for w in words_of(span)}
+
+
+def _framed_as_code(words: list[str], quoted: set[str], i: int) -> bool:
+    """Whether one lower-case word is used as a name: quoted, or next to a noun for code
+    ("the frozen function", "method close")."""
+    return words[i] in quoted or (i + 1 < len(words) and words[i + 1] in CODE_NOUNS) \
+        or (i > 0 and words[i - 1] in CODE_NOUNS)
