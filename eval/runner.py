@@ -48,7 +48,7 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, float]:
     return out
 
 
-def run(gm: Any, questions: Sequence[dict[str, Any]], modes: Sequence[str], *, k: int = 10,
+def run(gm: Any, questions: Sequence[dict[str, Any]], modes: Sequence[Any], *, k: int = 10,
         now: datetime | None = None, dataset: str = "",
         progress: Callable[[str, int, int], None] | None = None,
         baselines: Mapping[str, Callable[[str], list[str]]] | None = None) -> dict[str, Any]:
@@ -57,12 +57,13 @@ def run(gm: Any, questions: Sequence[dict[str, Any]], modes: Sequence[str], *, k
     note = progress or (lambda stage, done, total: None)
     per_mode: dict[str, list[dict[str, Any]]] = {}
     for mode in modes:
+        name = mode if isinstance(mode, str) else mode.name  # a preset's name, or a swept recipe
         rows = []
         for i, q in enumerate(questions):
             answer = gm.query(q["question"], mode=mode, k=k, now=now)
             rows.append(_row(q, answer.keys, answer.timings_ms))
-            note(mode, i + 1, len(questions))
-        per_mode[mode] = rows
+            note(name, i + 1, len(questions))
+        per_mode[name] = rows
     for name, search in (baselines or {}).items():
         rows = []
         for i, q in enumerate(questions):

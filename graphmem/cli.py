@@ -433,21 +433,34 @@ def _eval_source() -> None:
               help="Comma-separated modes to score.")
 @click.option("-k", "k", type=click.IntRange(1, 100), default=10, show_default=True)
 @click.option("--now", default=None, help="Reference date for relative time in questions (YYYY-MM-DD).")
+@click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="Also score a swept recipe: a JSON or TOML file of settings ({section: {setting: value}}) "
+                   "applied to its 'mode' (default hybrid), named by its 'name' (default the file's stem).")
+@click.option("--baselines/--no-baselines", default=True, show_default=True,
+              help="Also score the plain baselines (bm25s, MiniLM dense and their RRF over one unit per node).")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Write report.json (every metric, breakdowns, intervals), report.md and plots here.")
 @json_option
 @pass_context
 def eval_run(ctx: Context, dataset: str, corpus: Path | None, graph: str, data_root: Path | None, modes: str,
-             k: int, now: str | None, out: Path | None, as_json: bool) -> None:
-    """Run every mode over the questions and report Recall@2/5/10, MRR, nDCG@10 and latency."""
+             k: int, now: str | None, config_file: Path | None, baselines: bool, out: Path | None,
+             as_json: bool) -> None:
+    """Run every mode (and the plain baselines) over the questions and report Recall@2/5/10, MRR,
+    nDCG@10 and latency."""
     _eval_source()
     from eval import datasets as public
     from eval.runner import load_questions, run, spec_summary
 
-    wanted = [m.strip() for m in modes.split(",") if m.strip()]
+    from graphmem.retrieval.config import load_overrides, preset
+
+    wanted: list[Any] = [m.strip() for m in modes.split(",") if m.strip()]
     for mode in wanted:
         if mode not in PRESETS:
             raise GraphmemError(f"unknown mode {mode!r}: choose from {', '.join(PRESETS)}")
+    if config_file is not None:
+        overrides = load_overrides(config_file)
+        base = preset(str(overrides.pop("mode", "hybrid")))
+        wanted.append(base.with_overrides(overrides, name=str(overrides.pop("name", config_file.stem))))
     named = dataset in public.NAMES and not Path(dataset).is_file()
     if not named and not Path(dataset).is_file():
         raise GraphmemError(f"--dataset {dataset!r} is neither a questions file nor one of {', '.join(public.NAMES)}")
@@ -474,7 +487,12 @@ def eval_run(ctx: Context, dataset: str, corpus: Path | None, graph: str, data_r
         elif corpus is not None:
             gm.ingest(corpus)
             ctx.remember(project)
-        report = run(gm, questions, wanted, k=k, now=parse_day(now, "--now"), dataset=label)
+        extra = {}
+        if baselines:
+            from eval.plain import PlainBaselines
+
+            extra = PlainBaselines(gm).searchers()
+        report = run(gm, questions, wanted, k=k, now=parse_day(now, "--now"), dataset=label, baselines=extra)
     finally:
         gm.close()
     if out is not None:

@@ -59,6 +59,7 @@ def test_no_mode_falls_below_its_baseline(small_org: tuple[Path, Path], gate_sto
     low = {mode: (got[mode], floor) for mode, floor in BASELINES["recall@5"].items() if got[mode] < floor - TOLERANCE}
     assert not low, f"Recall@5 below baseline (got, baseline): {low}"
     assert got["hybrid"] >= 1.5 * got["vector"]
+    assert got["hybrid"] >= max(got["bm25"], got["vector"], got["graph"]) - TOLERANCE, got
 
 
 def test_eval_run_command_prints_the_spec_summary(small_org: tuple[Path, Path], tmp_path: Path) -> None:
@@ -127,10 +128,16 @@ def _best_single(got: dict[str, dict[str, float]], metric: str) -> float:
     return max(got["bm25"][metric], got["vector"][metric])
 
 
+def _holds(got: dict[str, dict[str, float]]) -> bool:
+    """hybrid is never below its own best single retriever (graph included) by more than the tolerance."""
+    return got["hybrid"]["recall@5"] >= max(got[m]["recall@5"] for m in ("bm25", "vector", "graph")) - TOLERANCE
+
+
 def test_hybrid_beats_each_single_retriever_on_the_musique_sample(musique_openie: dict[str, dict[str, float]]) -> None:
     got = {mode: v["recall@5"] for mode, v in musique_openie.items()}
     assert got["hybrid"] >= max(got["bm25"], got["vector"]), got
     assert got["hybrid"] >= BASELINES["musique"]["hybrid_recall@5"] - TOLERANCE, got
+    assert _holds(musique_openie), got
     # Over the OpenIE graph, graph retrieval alone (HippoRAG-style) beats both single retrievers.
     assert got["graph"] > _best_single(musique_openie, "recall@5") + TOLERANCE, got
 
@@ -140,6 +147,7 @@ def test_graph_beats_each_single_retriever_on_musique_with_the_rule_graph(
     assert musique_rules["graph"]["recall@5"] > _best_single(musique_rules, "recall@5") + TOLERANCE, musique_rules
     assert musique_rules["graph"]["recall@2"] > _best_single(musique_rules, "recall@2"), musique_rules
     assert musique_rules["hybrid"]["recall@5"] >= _best_single(musique_rules, "recall@5"), musique_rules
+    assert _holds(musique_rules), musique_rules
 
 
 def test_openie_graph_beats_the_rule_graph_on_musique(
@@ -155,3 +163,4 @@ def test_graph_and_hybrid_beat_each_single_retriever_on_2wiki(wiki_rules: dict[s
     assert wiki_rules["graph"]["recall@5"] > best5 + 0.1, wiki_rules  # measured 0.885 against 0.669
     assert wiki_rules["graph"]["recall@2"] > best2, wiki_rules
     assert wiki_rules["hybrid"]["recall@5"] > best5, wiki_rules
+    assert _holds(wiki_rules), wiki_rules

@@ -166,8 +166,9 @@ def _git(repo: Path, *args: str, env: dict[str, str] | None = None) -> str:
     return proc.stdout.strip()
 
 
-def assemble(manifest: Manifest, root: Path) -> list[dict[str, str]]:
-    """Build ``root/repos/<name>``: one commit per release. Returns [{version, sha, date}]."""
+def assemble(manifest: Manifest, root: Path, *, archives: Path | None = None) -> list[dict[str, str]]:
+    """Build ``root/repos/<name>``: one commit per release. Returns [{version, sha, date}].
+    Archives are cached in ``archives`` (default ``root/archives``)."""
     repo = root / "repos" / manifest.name
     if repo.exists():
         shutil.rmtree(repo)
@@ -177,7 +178,7 @@ def assemble(manifest: Manifest, root: Path) -> list[dict[str, str]]:
     name, email = manifest.author
     out = []
     for release in manifest.releases:
-        files = tree_of(manifest, release, fetch(release, root / "archives"))
+        files = tree_of(manifest, release, fetch(release, archives or root / "archives"))
         for child in repo.iterdir():
             if child.name != ".git":
                 shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()

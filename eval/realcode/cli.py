@@ -24,7 +24,7 @@ from eval.realcode.questions import generate
 
 QUESTIONS = Path(__file__).resolve().parent / "questions"
 SWEQA = Path(__file__).resolve().parent / "sweqa"
-DEFAULT_MODES = "bm25,vector,graph,hybrid"
+DEFAULT_MODES = "bm25,vector,graph,rrf,hybrid"
 SUMMARY = ("recall@2", "recall@5", "mrr")
 
 
@@ -94,7 +94,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         finally:
             gm.close()
         per_repo[manifest.name] = {"language": manifest.language, "split": manifest.split,
-                                   "questions": len(qs), "modes": {m: {k: v for k, v in s.items() if k in SUMMARY}
+                                   "questions": len(qs), "modes": {m: {"n": len(qs), **{k: v for k, v in s.items()
+                                                                                       if k in SUMMARY}}
                                                                     for m, s in report["modes"].items()}}
         gold = {q["id"]: q for q in qs}
         for mode, items in report["per_question"].items():

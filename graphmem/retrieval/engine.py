@@ -244,7 +244,29 @@ class Retriever:
             cands.paths = {h.key: h.path for h in result.hits}
             cands.graph = result
             timings["graph"] = _ms(t)
+        if question.asks_type:
+            self._lift_methods(cands, keep)
         return cands
+
+    def _lift_methods(self, cands: Candidates, keep: Any) -> None:
+        """For "which class has method m": each method found brings the type that holds it, right
+        after it in the same list (the type is the answer; the method is the evidence)."""
+        wanted = {key.rsplit(".", 1)[0] for ranking in cands.rankings.values() for key in ranking
+                  if key.startswith("sym:") and "." in key.split("::", 1)[1]}
+        nodes = self.store.get_nodes(sorted(wanted)) if wanted else {}
+        present = {key for key, node in nodes.items() if node.props.get("symbol_kind") not in ("function", "method")}
+        for name, ranking in cands.rankings.items():
+            lifted: list[str] = []
+            for key in ranking:
+                if key not in lifted:
+                    lifted.append(key)
+                owner = key.rsplit(".", 1)[0] if key.startswith("sym:") and "." in key.split("::", 1)[1] else None
+                if owner in present and owner not in lifted and keep(owner, None):
+                    lifted.append(owner)
+                    scores = cands.scores.get(name)
+                    if scores is not None and owner not in scores:
+                        scores[owner] = scores.get(key, 0.0)
+            cands.rankings[name] = lifted[:len(ranking)]
 
     def fuse(self, spec: RetrievalConfig, cands: Candidates) -> list[tuple[str, float]]:
         """One ranked list of (key, score) from the recipe's lists: plain (weighted) reciprocal rank

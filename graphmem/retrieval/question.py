@@ -87,6 +87,8 @@ _LATEST_CHANGE = re.compile(r"\b(last|latest|most recent(ly)?|recently)\s+(chang
                             r"updated|worked on|change|edit|commit)", re.IGNORECASE)
 _RELATIVE_STEP = re.compile(r"\bthe\s+(function|method|code|endpoint|handler|service|caller|routine)s?\s+"
                             r"(that|which)\s+(calls?|invokes?|depends?\s+on)\b", re.IGNORECASE)
+_ASKS_TYPE = re.compile(r"\b(which|what)\s+(\w+\s+){0,2}(class|classes|type|types|struct|structs|interface|interfaces)\b"
+                        r"|\bof which (class|type|struct|interface)\b", re.IGNORECASE)
 _FIRST = re.compile(r"\b(first|earliest|oldest)\s+(incident|outage|commit|change|decision|adr)s?\b", re.IGNORECASE)
 _KIND_OF_WORD = {"incident": NodeKind.INCIDENT, "outage": NodeKind.INCIDENT, "commit": NodeKind.COMMIT,
                  "change": NodeKind.COMMIT, "decision": NodeKind.DECISION, "adr": NodeKind.DECISION}
@@ -136,6 +138,9 @@ class Question:
     # "who last changed X", "the most recent change to X": of the commits that changed a piece of
     # code, the newest one matters.
     latest_change: bool = False
+    # "which class has the evolve method", "what type defines Format": the answer is a type, so a
+    # method found stands for the type that holds it.
+    asks_type: bool = False
     # "the function that calls X": the question's way in is not X but the nodes one directed step
     # from it (here X's callers). The relationship, and which end of it those nodes are.
     step: tuple[RelType, str] | None = None
@@ -150,6 +155,7 @@ class Question:
                 "relationships": {t.value: w for t, w in self.rel_types.items()},
                 "directions": {t.value: d for t, d in self.directions.items()},
                 "kind_mentions": [k.value for k in self.kind_mentions], "latest_change": self.latest_change,
+                "asks_type": self.asks_type,
                 "step": [self.step[0].value, self.step[1]] if self.step else None,
                 "adrs": list(self.adr_numbers), "incidents": list(self.incident_numbers),
                 "tickets": list(self.tickets), "shas": list(self.shas), "time": self.time.as_dict()}
@@ -262,6 +268,7 @@ def parse_question(text: str, now: datetime | None = None) -> Question:
             q.answer_kinds = _KIND_OF_RELATION.get(rel, q.answer_kinds)
             break
     q.latest_change = bool(_LATEST_CHANGE.search(text))
+    q.asks_type = bool(_ASKS_TYPE.search(text))
     if m := _RELATIVE_STEP.search(text):
         verb = m.group(3).lower()
         q.step = (RelType.DEPENDS_ON if verb.startswith("depend") else RelType.CALLS, "src")
