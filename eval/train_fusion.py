@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -80,6 +79,10 @@ def synthetic_dev(work: Path) -> Iterator[tuple[str, Graphmem, list[dict[str, An
 
     from graphmem.model import parse_day
 
+    import shutil
+
+    shutil.rmtree(work / "org", ignore_errors=True)
+    # Deterministic: the same files and commits every time, so the ingest below is incremental.
     org = generate(work / "org", seed=SYNTHETIC_SEED, size=SYNTHETIC_SIZE, now=SYNTHETIC_NOW)
     corpus = next(p for p in (work / "org").iterdir() if p.is_dir())
     gm = Graphmem.open("synthetic-dev", home=work / "home")
@@ -136,24 +139,26 @@ def main(argv: list[str] | None = None) -> int:
     sets = set(args.sets.split(","))
     groups: list[tuple[np.ndarray, np.ndarray]] = []
     counts: dict[str, int] = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        sources = []
-        if "realcode" in sets:
-            sources.append(realcode_dev(home))
-        if "synthetic" in sets:
-            sources.append(synthetic_dev(Path(tmp)))
-        if "hotpotqa" in sets:
-            sources.append(hotpot_dev(Path(tmp)))
-        for source in sources:
-            for name, gm, qs, now in source:
-                started = time.perf_counter()
-                try:
-                    rows = list(question_rows(gm, qs, now))
-                finally:
-                    gm.close()
-                groups += rows
-                counts[name] = len(rows)
-                _log(f"{name}: {len(rows)} of {len(qs)} questions teach ({time.perf_counter() - started:.0f} s)")
+    # Kept between runs: the synthetic organisation and HotpotQA are ingested once, then incrementally.
+    work = builder.home() / "fusion-dev"
+    work.mkdir(parents=True, exist_ok=True)
+    sources = []
+    if "realcode" in sets:
+        sources.append(realcode_dev(home))
+    if "synthetic" in sets:
+        sources.append(synthetic_dev(work))
+    if "hotpotqa" in sets:
+        sources.append(hotpot_dev(work))
+    for source in sources:
+        for name, gm, qs, now in source:
+            started = time.perf_counter()
+            try:
+                rows = list(question_rows(gm, qs, now))
+            finally:
+                gm.close()
+            groups += rows
+            counts[name] = len(rows)
+            _log(f"{name}: {len(rows)} of {len(qs)} questions teach ({time.perf_counter() - started:.0f} s)")
     mean, scale, weights = fit(groups, args.l2)
     model = FusionModel(Path(args.out).stem, tuple(feature_names()), mean, scale, weights,
                         {"trained_on": counts, "loss": "pairwise logistic (RankNet)", "l2": args.l2})

@@ -139,6 +139,16 @@ def test_question_reading_finds_answer_kind_relations_and_ids() -> None:
     assert {"OWNS", "CALLS", "AFFECTED"} <= {t.value for t in q.rel_types}
     assert q.incident_numbers == (42,) and q.adr_numbers == (5,)
     assert parse_question("Who fixed it?", REF).answer_kinds[0].value == "person"
+    # the main clause names what leads to the answer; relative clauses what it is about
+    fixed = parse_question("Who fixed the incident that hit the notifications service?", REF)
+    assert "FIXES" in {t.value for t in fixed.main_rel_types} and "AFFECTED" not in {t.value for t in fixed.main_rel_types}
+    assert "AFFECTED" in {t.value for t in fixed.rel_types}
+    # releases are commits; "when was X removed" asks for the change
+    for text in ("Which release of h11 removed Connection.foo?", "When was `frozen` added?"):
+        assert [k.value for k in parse_question(text, REF).answer_kinds] == ["commit"], text
+    assert parse_question("Which class has the evolve method?", REF).asks_type
+    assert parse_question("evolve is a method of which type?", REF).asks_type
+    assert not parse_question("Which functions call evolve?", REF).asks_type
 
 
 # --- indexes kept in step with the graph ------------------------------------------------------------
@@ -363,6 +373,13 @@ def test_linking_survives_typos_and_paraphrase(answered: tuple[Graphmem, dict]) 
                           mode="hybrid", k=5)
     assert "incident:INC-031" in paraphrase.analysis["linked"]
     assert set(facts["incidents"]["incident:INC-031"]["caused_by"]) & set(paraphrase.keys)
+
+
+def test_a_method_found_brings_its_class_for_which_class_questions(answered: tuple[Graphmem, dict]) -> None:
+    gm, _ = answered
+    keys = gm.query("Which class has the `finalize` method?", mode="bm25", k=5).keys
+    method = "sym:services/billing/invoices/service.py::InvoiceService.finalize"
+    assert method in keys and keys.index(method) + 1 == keys.index(method.rsplit(".", 1)[0]), keys
 
 
 def test_modes_and_bad_requests(answered: tuple[Graphmem, dict]) -> None:

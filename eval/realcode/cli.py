@@ -73,7 +73,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     from eval.runner import run
     from graphmem.api import Graphmem
 
-    modes = [m for m in args.modes.split(",") if m]
+    modes: list[Any] = [m for m in args.modes.split(",") if m]
+    for path in args.config or ():
+        from graphmem.retrieval.config import load_overrides, preset
+
+        overrides = load_overrides(path)
+        base = preset(str(overrides.pop("mode", "hybrid")))
+        modes.append(base.with_overrides(overrides, name=str(overrides.pop("name", Path(path).stem))))
     home = Path(args.home) if args.home else builder.home() / "graphmem-home"
     chosen = [m for m in builder.manifests(args.only) if args.split == "all" or m.split == args.split]
     per_repo: dict[str, Any] = {}
@@ -155,6 +161,7 @@ def main(argv: list[str] | None = None) -> int:
             p.add_argument("--home", default=None, help="graphmem home for the ingested repositories")
             p.add_argument("--out", default=None, help="write realcode.json here")
             p.add_argument("--no-baselines", action="store_true")
+            p.add_argument("--config", action="append", help="also score a swept recipe (JSON or TOML settings file)")
     args = parser.parse_args(argv)
     try:
         return {"build": cmd_build, "questions": cmd_questions, "run": cmd_run}[args.command](args)

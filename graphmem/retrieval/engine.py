@@ -99,7 +99,9 @@ class Candidates:
         linked = g.linked if g else {}
         qs = QuestionSignals(asks_kind=bool(q.answer_kinds), anchored=bool(g and g.anchored),
                              layer=bool(g and g.layer), named=sum(1 for lk in linked.values() if lk.named),
-                             relations=frozenset(t.value for t in q.rel_types), directed=bool(q.directions))
+                             relations=frozenset(t.value for t in q.rel_types),
+                             main_relations=frozenset(t.value for t in q.main_rel_types), directed=bool(q.directions))
+        directions = {t.value: end for t, end in q.directions.items()}
         answer = set(q.answer_kinds)
         out: dict[str, CandidateSignals] = {}
         for name, ranking in self.rankings.items():
@@ -109,11 +111,16 @@ class Candidates:
                 c = out.get(key)
                 if c is None:
                     path = self.paths.get(key)
+                    last = path.steps[-1] if path is not None and path.steps else None
+                    end = directions.get(last.type) if last is not None else None
                     c = out[key] = CandidateSignals(
                         kind_match=kind_of(key) in answer, named=key in linked and linked[key].named,
                         linked=key in linked, subject=bool(g and key in g.subjects),
                         path_length=len(path) if path is not None else None,
-                        path_relations=frozenset(st.type for st in path.steps) if path is not None else frozenset())
+                        path_relations=frozenset(st.type for st in path.steps) if path is not None else frozenset(),
+                        last_relation=last.type if last is not None else None,
+                        last_directed=bool(last is not None and end is not None
+                                           and (last.src if end == "src" else last.dst) == key))
                 c.ranks[name] = rank
                 c.scores[name] = raw.get(key, 0.0) / top if name != "vector" else raw.get(key, 0.0)
         return qs, out

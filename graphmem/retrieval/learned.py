@@ -42,6 +42,7 @@ class QuestionSignals:
     layer: bool = False  # the graph list ranks passages over the entity layer
     named: int = 0  # nodes the question names outright
     relations: frozenset[str] = frozenset()  # relationship types the question names
+    main_relations: frozenset[str] = frozenset()  # ... in its main clause (what leads to the answer)
     directed: bool = False  # the question reads a relationship with a direction ("what calls X")
 
 
@@ -57,6 +58,8 @@ class CandidateSignals:
     subject: bool = False  # what the question is about, of the kind it asks for
     path_length: int | None = None
     path_relations: frozenset[str] = frozenset()
+    last_relation: str | None = None  # type of the path's last step, into the candidate
+    last_directed: bool = False  # that step is a relationship the question directs, and the candidate is its asked end
 
 
 def feature_names() -> list[str]:
@@ -66,7 +69,8 @@ def feature_names() -> list[str]:
     names += ["agree", "kind_match", "asks_kind", "named", "linked", "subject", "path_len", "path_asked_rel",
               "anchored", "layer", "q_named", "directed",
               "graph_rr_x_anchored", "graph_rr_x_layer", "graph_rr_x_directed", "graph_rr_x_kind",
-              "bm25_rr_x_anchored", "vector_rr_x_anchored", "graph_rr_x_relations"]
+              "bm25_rr_x_anchored", "vector_rr_x_anchored", "graph_rr_x_relations",
+              "last_main_rel", "last_directed", "linked_x_kind", "linked_x_directed", "named_x_kind"]
     names += [f"is_{k.value}" for k in KIND_FEATURES]
     return names
 
@@ -86,7 +90,9 @@ def features(q: QuestionSignals, c: CandidateSignals) -> list[float]:
             float(c.subject), min(c.path_length, 4) / 4.0 if c.path_length is not None else 0.0, float(asked_rel),
             float(q.anchored), float(q.layer), min(q.named, 3) / 3.0, float(q.directed),
             graph_rr * q.anchored, graph_rr * q.layer, graph_rr * q.directed, graph_rr * c.kind_match,
-            bm25_rr * q.anchored, vector_rr * q.anchored, graph_rr * bool(q.relations)]
+            bm25_rr * q.anchored, vector_rr * q.anchored, graph_rr * bool(q.relations),
+            float(c.last_relation in q.main_relations), float(c.last_directed), float(c.linked and c.kind_match),
+            float(c.linked and q.directed), float(c.named and c.kind_match)]
     return out
 
 

@@ -131,6 +131,9 @@ class Question:
     text: str
     answer_kinds: tuple[NodeKind, ...] = ()
     rel_types: dict[RelType, float] = field(default_factory=dict)
+    # The relationships the main clause names ("who FIXED the incident that hit X"): those lead to
+    # the answer; the ones of relative clauses ("that hit X") lead to what the answer is about.
+    main_rel_types: frozenset[RelType] = frozenset()
     # For relationships read with a direction: "src" when the answer is the relationship's start
     # ("which services depend on auth": the dependents), "dst" when it is its end ("what does X call").
     directions: dict[RelType, str] = field(default_factory=dict)
@@ -153,6 +156,7 @@ class Question:
     def as_dict(self) -> dict[str, object]:
         return {"answer_kinds": [k.value for k in self.answer_kinds],
                 "relationships": {t.value: w for t, w in self.rel_types.items()},
+                "main_relationships": sorted(t.value for t in self.main_rel_types),
                 "directions": {t.value: d for t, d in self.directions.items()},
                 "kind_mentions": [k.value for k in self.kind_mentions], "latest_change": self.latest_change,
                 "asks_type": self.asks_type,
@@ -246,6 +250,24 @@ def _directions(text: str) -> dict[RelType, str]:
     return out
 
 
+_RELATIVE = re.compile(r"\b(that|which|who|whose|where)\b", re.IGNORECASE)
+
+
+def _main_clause(text: str) -> str:
+    """The question without its relative clauses: each "that/which/who ..." after the first word
+    runs to the next comma or the end ("Who fixed the incident that hit billing?" -> "Who fixed the
+    incident")."""
+    out, pos = [], 0
+    for m in _RELATIVE.finditer(text):
+        if m.start() < pos or not text[:m.start()].strip():
+            continue  # the question word itself ("Which team ...", "Who ...")
+        out.append(text[pos:m.start()])
+        end = text.find(",", m.end())
+        pos = len(text) if end < 0 else end
+    out.append(text[pos:])
+    return "".join(out)
+
+
 def parse_question(text: str, now: datetime | None = None) -> Question:
     """Read ``text`` (see the module docstring); ``now`` anchors "last month" and the like."""
     now = now or datetime.now(timezone.utc)
@@ -256,10 +278,15 @@ def parse_question(text: str, now: datetime | None = None) -> Question:
             found.append((m.start(2) if (m.lastindex or 0) >= 2 else m.start(), kinds))
     # The kind word named first is the answer: "which team owns the service ..." asks for a team.
     q.answer_kinds = min(found, key=lambda item: item[0])[1] if found else ()
+    main = _main_clause(text)
+    main_types: set[RelType] = set()
     for pattern, types in _REL_WORDS:
         if pattern.search(text):
             for t in types:
                 q.rel_types[t] = q.rel_types.get(t, 0.0) + 1.0
+            if pattern.search(main):
+                main_types.update(types)
+    q.main_rel_types = frozenset(main_types)
     q.directions = _directions(text)
     if not q.answer_kinds or (q.answer_kinds == _WHO and _WHO_RELATES.search(text)):
         # "what does X call" names no kind, and in "who calls X" the who is code: a directed

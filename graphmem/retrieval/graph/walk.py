@@ -103,10 +103,11 @@ def walk(store: GraphStore, cat: Catalog, q: Question, linked: dict[str, Link], 
     # ("which commit caused INC-042" is not answered by INC-042), and rarely when it asks how
     # they relate to others of their kind through a directed relationship ("which services
     # depend on auth", "who calls X", "what replaced ADR-3"): there they are the subjects.
-    # Only what the question names outright (an id, a name) is a subject; a title it resembles
-    # may well be the answer ("which decision superseded ADR-14 (Cache inventory reads ...)").
+    # What the question names outright (an id, a name) or whose title it repeats is a subject:
+    # "which decision replaced synchronous billing calls" asks for what replaced that title.
     result.subjects = {key for key, link in linked.items()
-                       if q.directions and link.named and cat.nodes.get(key, (None,))[0] in answer}
+                       if q.directions and (link.named or link.reason is LinkReason.TITLE)
+                       and cat.nodes.get(key, (None,))[0] in answer}
     # Extracted entities ("postgresql", "Lothair II") connect the passages and code that mention
     # them; they are answers only to a question that asks for entities.
     final = {key: s if not answer or cat.nodes.get(key, (None,))[0] in answer else s * config.off_kind_factor
