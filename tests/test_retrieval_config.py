@@ -66,7 +66,7 @@ def test_overrides_make_a_validated_copy(tmp_path: Path) -> None:
                                 name="sweep")
     assert swept.name == "sweep" and swept.fusion.floor_rank == 3 and swept.walk.damping == 0.6
     assert swept.walk.base_weights["CALLS"] == 2.0 and swept.walk.base_weights["OWNS"] == base.walk.base_weights["OWNS"]
-    assert base.fusion.floor_rank == 5  # the preset is untouched
+    assert base.fusion.floor_rank == 10  # the preset is untouched
     with pytest.raises(ConfigError, match="unknown walk settings"):
         base.with_overrides({"walk": {"dampning": 0.6}})
     with pytest.raises(ConfigError, match="section"):

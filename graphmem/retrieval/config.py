@@ -165,7 +165,7 @@ class FusionConfig:
     rrf_k: float = 60.0
     model: str = "fusion-v1"  # learned: a model shipped in graphmem/retrieval/models/, or a path
     floor_top: int = 1
-    floor_rank: int = 5
+    floor_rank: int = 10
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "weights", _frozen_map(self.weights))
