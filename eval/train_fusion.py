@@ -28,7 +28,7 @@ from scipy.optimize import minimize
 from graphmem.api import Graphmem
 from graphmem.model import key_contains
 from graphmem.retrieval.config import preset
-from graphmem.retrieval.learned import FusionModel, feature_names, matrix
+from graphmem.retrieval.learned import PATHS, FusionModel, LinearRanker, feature_names, matrix
 
 OUT = Path(__file__).resolve().parents[1] / "graphmem" / "retrieval" / "models" / "fusion-v1.json"
 L2 = 1.0
@@ -40,7 +40,7 @@ def _log(msg: str) -> None:
 
 
 def question_rows(gm: Graphmem, questions: list[dict[str, Any]], now: Any = None
-                  ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+                  ) -> Iterator[tuple[np.ndarray, np.ndarray, str]]:
     """(features, labels) of each question's hybrid candidates; questions without a gold
     candidate or without a non-gold one teach nothing and are left out."""
     spec = preset("hybrid")
@@ -54,23 +54,13 @@ def question_rows(gm: Graphmem, questions: list[dict[str, Any]], now: Any = None
         labels = np.array([any(key_contains(g, key) for g in q["gold"]) for key in keys], dtype=bool)
         if labels.all() or not labels.any():
             continue
-        yield matrix(qs, keys, signals), labels
+        yield matrix(qs, keys, signals), labels, "layer" if qs.layer else "walk"
 
 
 def realcode_dev(home: Path) -> Iterator[tuple[str, Graphmem, list[dict[str, Any]], Any]]:
-    from eval.realcode import build as builder
-    from eval.realcode.cli import questions_for
+    from eval.realcode.cli import ingested
 
-    for manifest in builder.manifests():
-        if manifest.split != "dev":
-            continue
-        repo = builder.home() / "repos" / manifest.name
-        qs = questions_for(manifest.name)
-        if not repo.is_dir() or not qs:
-            _log(f"{manifest.name}: not built; left out")
-            continue
-        gm = Graphmem.open(manifest.name, home=home)
-        gm.ingest(repo)
+    for manifest, gm, qs in ingested("dev", None, home):
         yield manifest.name, gm, qs, None
 
 
@@ -99,7 +89,7 @@ def hotpot_dev(work: Path) -> Iterator[tuple[str, Graphmem, list[dict[str, Any]]
     yield "hotpotqa", gm, ds.questions, None
 
 
-def fit(groups: list[tuple[np.ndarray, np.ndarray]], l2: float = L2) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def fit(groups: list[tuple[np.ndarray, np.ndarray]], l2: float = L2) -> LinearRanker:
     """Standardise, then minimise the pairwise logistic loss (mean over questions) plus ``l2 |w|^2``."""
     allx = np.vstack([x for x, _ in groups]).astype(np.float64)
     mean = allx.mean(axis=0)
@@ -123,7 +113,7 @@ def fit(groups: list[tuple[np.ndarray, np.ndarray]], l2: float = L2) -> tuple[np
         return value, grad
 
     res = minimize(loss, np.zeros(d.shape[1]), jac=True, method="L-BFGS-B", options={"maxiter": 500})
-    return mean, scale, res.x
+    return LinearRanker(mean, scale, res.x)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -137,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
 
     home = Path(args.home) if args.home else builder.home() / "graphmem-home"
     sets = set(args.sets.split(","))
-    groups: list[tuple[np.ndarray, np.ndarray]] = []
+    groups: list[tuple[np.ndarray, np.ndarray, str]] = []
     counts: dict[str, int] = {}
     # Kept between runs: the synthetic organisation and HotpotQA are ingested once, then incrementally.
     work = builder.home() / "fusion-dev"
@@ -159,14 +149,20 @@ def main(argv: list[str] | None = None) -> int:
             groups += rows
             counts[name] = len(rows)
             _log(f"{name}: {len(rows)} of {len(qs)} questions teach ({time.perf_counter() - started:.0f} s)")
-    mean, scale, weights = fit(groups, args.l2)
-    model = FusionModel(Path(args.out).stem, tuple(feature_names()), mean, scale, weights,
+    rankers = {}
+    for path in PATHS:
+        part = [(x, y) for x, y, p in groups if p == path]
+        if part:
+            rankers[path] = fit(part, args.l2)
+            _log(f"{path}: {len(part)} questions")
+    model = FusionModel(Path(args.out).stem, tuple(feature_names()), rankers,
                         {"trained_on": counts, "loss": "pairwise logistic (RankNet)", "l2": args.l2})
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     model.save(args.out)
     _log(f"wrote {args.out}: {len(groups)} questions")
-    for name, w in sorted(zip(feature_names(), weights), key=lambda p: -abs(p[1]))[:12]:
-        _log(f"  {name:<24}{w:+.3f}")
+    for path, ranker in rankers.items():
+        top = sorted(zip(feature_names(), ranker.weights), key=lambda p: -abs(p[1]))[:8]
+        _log(f"{path}: " + ", ".join(f"{name} {w:+.2f}" for name, w in top))
     return 0
 
 

@@ -102,9 +102,10 @@ def test_the_shipped_model_matches_the_features_and_ranks() -> None:
     cands = {"sym:a.py::f": CandidateSignals(ranks={"bm25": 1, "vector": 1, "graph": 1},
                                              scores={"bm25": 1.0, "vector": 0.7, "graph": 1.0}, kind_match=True),
              "sym:b.py::g": CandidateSignals(ranks={"bm25": 40}, scores={"bm25": 0.05})}
-    scores = model.score(matrix(q, list(cands), cands))
-    assert scores.shape == (2,) and np.all(np.isfinite(scores))
-    assert scores[0] > scores[1]  # first everywhere beats fortieth in one list
+    for path in ("walk", "layer"):
+        scores = model.score(matrix(q, list(cands), cands), path)
+        assert scores.shape == (2,) and np.all(np.isfinite(scores))
+        assert scores[0] > scores[1]  # first everywhere beats fortieth in one list
 
 
 def test_a_model_for_other_features_or_malformed_is_refused(tmp_path: Path) -> None:
@@ -112,8 +113,11 @@ def test_a_model_for_other_features_or_malformed_is_refused(tmp_path: Path) -> N
     stale = dict(good, features=good["features"][:-1] + ["something_else"])
     with pytest.raises(ConfigError, match="other features"):
         FusionModel.from_dict(stale)
+    walk = dict(good["rankers"]["walk"], weights=good["rankers"]["walk"]["weights"][:-1])
     with pytest.raises(ConfigError):
-        FusionModel.from_dict(dict(good, weights=good["weights"][:-1]))
+        FusionModel.from_dict(dict(good, rankers={"walk": walk}))
+    with pytest.raises(ConfigError, match="walk"):
+        FusionModel.from_dict(dict(good, rankers={"layer": good["rankers"]["walk"]}))
     with pytest.raises(ConfigError):
         FusionModel.from_dict(dict(good, format=99))
     with pytest.raises(ConfigError, match="no fusion model"):

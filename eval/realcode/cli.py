@@ -15,6 +15,7 @@ import json
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -68,11 +69,33 @@ def questions_for(name: str) -> list[dict[str, Any]]:
     return out
 
 
+def ingested(split: str, only: list[str] | None, home: Path) -> Iterator[tuple[builder.Manifest, Any, list[dict[str, Any]]]]:
+    """Each built repository of ``split`` ("all": every one) brought up to date in its own project
+    under ``home``, with its questions; the caller closes the ``Graphmem``."""
+    from graphmem.api import Graphmem
+
+    for manifest in builder.manifests(only):
+        if split != "all" and manifest.split != split:
+            continue
+        repo = builder.home() / "repos" / manifest.name
+        qs = questions_for(manifest.name)
+        if not repo.is_dir() or not qs:
+            _log(f"{manifest.name}: not built or no questions; skipped")
+            continue
+        gm = Graphmem.open(manifest.name, home=home)
+        started = time.perf_counter()
+        try:
+            gm.ingest(repo)
+        except BaseException:
+            gm.close()
+            raise
+        _log(f"{manifest.name}: ingested in {time.perf_counter() - started:.0f} s; {len(qs)} questions")
+        yield manifest, gm, qs
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from eval.plain import PlainBaselines
     from eval.runner import run
-    from graphmem.api import Graphmem
-
     modes: list[Any] = [m for m in args.modes.split(",") if m]
     for path in args.config or ():
         from graphmem.retrieval.config import load_overrides, preset
@@ -81,20 +104,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         base = preset(str(overrides.pop("mode", "hybrid")))
         modes.append(base.with_overrides(overrides, name=str(overrides.pop("name", Path(path).stem))))
     home = Path(args.home) if args.home else builder.home() / "graphmem-home"
-    chosen = [m for m in builder.manifests(args.only) if args.split == "all" or m.split == args.split]
     per_repo: dict[str, Any] = {}
     rows: list[dict[str, Any]] = []  # one per (mode, question), across repositories
-    for manifest in chosen:
-        repo = builder.home() / "repos" / manifest.name
-        qs = questions_for(manifest.name)
-        if not repo.is_dir() or not qs:
-            _log(f"{manifest.name}: not built or no questions; skipped")
-            continue
-        gm = Graphmem.open(manifest.name, home=home)
+    for manifest, gm, qs in ingested(args.split, args.only, home):
         try:
-            started = time.perf_counter()
-            gm.ingest(repo)
-            _log(f"{manifest.name}: ingested in {time.perf_counter() - started:.0f} s; {len(qs)} questions")
             extra = PlainBaselines(gm).searchers() if not args.no_baselines else {}
             report = run(gm, qs, modes, dataset=manifest.name, baselines=extra)
         finally:

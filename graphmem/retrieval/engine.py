@@ -290,7 +290,7 @@ class Retriever:
         keys = sorted(k for k in signals if any(k in lst for lst in lists.values()))
         if not keys:
             return []
-        scores = model.score(matrix(qs, keys, signals))
+        scores = model.score(matrix(qs, keys, signals), "layer" if qs.layer else "walk")
         by_key = dict(zip(keys, scores.tolist()))
         order = sorted(keys, key=lambda key: (-by_key[key], key))
         order = apply_floor(order, lists, fusion.floor_top, fusion.floor_rank)

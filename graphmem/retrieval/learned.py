@@ -6,7 +6,8 @@ dates". The ranker sees, for every candidate, each retriever's rank and normalis
 lists agree, whether its kind is the one asked for, whether and why the question named it, the
 length and relationship types of the graph path that reached it, and the question's shape; it is
 trained pairwise (gold above non-gold of the same question, RankNet's logistic loss) on a
-development split by ``eval/train_fusion.py`` and shipped as a JSON artefact of a few hundred bytes.
+development split by ``eval/train_fusion.py`` and shipped as a JSON artefact of a few kilobytes,
+one ranker per retrieval path (the organisation walk, the passage entity layer).
 
 The floor bounds the damage of a wrong model: the first ``floor_top`` candidates of every single
 list stay within the first ``floor_rank`` places of the fused list.
@@ -30,7 +31,8 @@ LISTS = ("bm25", "vector", "graph")
 KIND_FEATURES = (NodeKind.SYMBOL, NodeKind.FILE, NodeKind.COMMIT, NodeKind.DOCUMENT, NodeKind.ENTITY,
                  NodeKind.SERVICE, NodeKind.PERSON, NodeKind.TEAM, NodeKind.DECISION, NodeKind.INCIDENT)
 MODELS = Path(__file__).resolve().parent / "models"
-FORMAT = 1
+FORMAT = 2
+PATHS = ("walk", "layer")
 
 
 @dataclass(slots=True)
@@ -108,43 +110,63 @@ def matrix(q: QuestionSignals, keys: Sequence[str], cands: Mapping[str, Candidat
 
 
 @dataclass(frozen=True, slots=True)
-class FusionModel:
-    """A linear ranker: ``score = ((x - mean) / scale) @ weights``."""
+class LinearRanker:
+    """``score = ((x - mean) / scale) @ weights``."""
 
-    name: str
-    names: tuple[str, ...]
     mean: np.ndarray
     scale: np.ndarray
     weights: np.ndarray
-    about: Mapping[str, Any] = field(default_factory=dict)
 
-    def __post_init__(self) -> None:
-        n = len(self.names)
-        if list(self.names) != feature_names():
-            raise ConfigError(f"fusion model {self.name!r} was trained on other features; retrain it "
-                              "(python -m eval.train_fusion)")
+    def check(self, n: int, name: str) -> None:
         for arr in (self.mean, self.scale, self.weights):
             if arr.shape != (n,) or not np.all(np.isfinite(arr)):
-                raise ConfigError(f"fusion model {self.name!r} is malformed")
+                raise ConfigError(f"fusion model {name!r} is malformed")
         if np.any(self.scale <= 0):
-            raise ConfigError(f"fusion model {self.name!r} has a non-positive scale")
+            raise ConfigError(f"fusion model {name!r} has a non-positive scale")
 
     def score(self, x: np.ndarray) -> np.ndarray:
         return ((x - self.mean) / self.scale) @ self.weights
 
+    def as_dict(self) -> dict[str, list[float]]:
+        return {key: [round(float(v), 6) for v in getattr(self, key)] for key in ("mean", "scale", "weights")}
+
+
+@dataclass(frozen=True, slots=True)
+class FusionModel:
+    """One linear ranker per retrieval path: ``walk`` (the organisation graph, and questions that
+    name nothing) and ``layer`` (passages ranked over the entity layer), whose lists behave so
+    differently that one set of weights serves neither well."""
+
+    name: str
+    names: tuple[str, ...]
+    rankers: Mapping[str, LinearRanker]
+    about: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if list(self.names) != feature_names():
+            raise ConfigError(f"fusion model {self.name!r} was trained on other features; retrain it "
+                              "(python -m eval.train_fusion)")
+        if "walk" not in self.rankers or set(self.rankers) - set(PATHS):
+            raise ConfigError(f"fusion model {self.name!r} needs a 'walk' ranker (and at most {', '.join(PATHS)})")
+        for ranker in self.rankers.values():
+            ranker.check(len(self.names), self.name)
+
+    def score(self, x: np.ndarray, path: str = "walk") -> np.ndarray:
+        return self.rankers.get(path, self.rankers["walk"]).score(x)
+
     def as_dict(self) -> dict[str, Any]:
         return {"format": FORMAT, "name": self.name, "features": list(self.names),
-                "mean": [round(float(v), 6) for v in self.mean], "scale": [round(float(v), 6) for v in self.scale],
-                "weights": [round(float(v), 6) for v in self.weights], "about": dict(self.about)}
+                "rankers": {path: r.as_dict() for path, r in self.rankers.items()}, "about": dict(self.about)}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> FusionModel:
         try:
             if data.get("format") != FORMAT:
                 raise ConfigError(f"fusion model format {data.get('format')!r} is not {FORMAT}")
-            return cls(str(data["name"]), tuple(data["features"]), np.asarray(data["mean"], dtype=np.float64),
-                       np.asarray(data["scale"], dtype=np.float64), np.asarray(data["weights"], dtype=np.float64),
-                       dict(data.get("about") or {}))
+            rankers = {path: LinearRanker(*(np.asarray(part[key], dtype=np.float64)
+                                            for key in ("mean", "scale", "weights")))
+                       for path, part in dict(data["rankers"]).items()}
+            return cls(str(data["name"]), tuple(data["features"]), rankers, dict(data.get("about") or {}))
         except (KeyError, TypeError, ValueError) as exc:
             raise ConfigError(f"malformed fusion model: {exc}") from None
 
