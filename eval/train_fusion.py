@@ -122,6 +122,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--home", default=None, help="graphmem home of the real-code repositories")
     parser.add_argument("--sets", default="realcode,synthetic,hotpotqa")
     parser.add_argument("--l2", type=float, default=L2)
+    parser.add_argument("--per-path", action="store_true",
+                        help="one ranker per retrieval path instead of one pooled ranker (the walk's serves both)")
     args = parser.parse_args(argv)
     from eval.realcode import build as builder
 
@@ -150,13 +152,14 @@ def main(argv: list[str] | None = None) -> int:
             counts[name] = len(rows)
             _log(f"{name}: {len(rows)} of {len(qs)} questions teach ({time.perf_counter() - started:.0f} s)")
     rankers = {}
-    for path in PATHS:
-        part = [(x, y) for x, y, p in groups if p == path]
+    for path in PATHS if args.per_path else ("walk",):
+        part = [(x, y) for x, y, p in groups if p == path or not args.per_path]
         if part:
             rankers[path] = fit(part, args.l2)
             _log(f"{path}: {len(part)} questions")
     model = FusionModel(Path(args.out).stem, tuple(feature_names()), rankers,
-                        {"trained_on": counts, "loss": "pairwise logistic (RankNet)", "l2": args.l2})
+                        {"trained_on": counts, "loss": "pairwise logistic (RankNet)", "l2": args.l2,
+                         "pooled": not args.per_path})
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     model.save(args.out)
     _log(f"wrote {args.out}: {len(groups)} questions")

@@ -1,8 +1,9 @@
 """Answering a question: retrievers, fusion, reranking, evidence.
 
-``Retriever.query`` runs the retrievers of the chosen preset (BM25 and vectors over chunks, graph
-retrieval over nodes), maps chunk hits to the nodes they belong to, fuses the node rankings with
-reciprocal rank fusion, reorders the head with the cross-encoder (``hybrid-rerank``), and returns
+``Retriever.query`` runs the retrievers of the chosen recipe (``graphmem.retrieval.config``: BM25
+and vectors over chunks, graph retrieval over nodes), maps chunk hits to the nodes they belong to,
+fuses the node rankings (the learned ranker of ``learned.py`` with its floor, or plain reciprocal
+rank fusion), reorders the head with the cross-encoder (``hybrid-rerank``), and returns
 distinct nodes, each with its best passage, its provenance and the graph paths that justify it.
 The same call serves the CLI, the Python API, the MCP server and the evaluation harness.
 """

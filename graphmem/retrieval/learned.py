@@ -133,9 +133,10 @@ class LinearRanker:
 
 @dataclass(frozen=True, slots=True)
 class FusionModel:
-    """One linear ranker per retrieval path: ``walk`` (the organisation graph, and questions that
-    name nothing) and ``layer`` (passages ranked over the entity layer), whose lists behave so
-    differently that one set of weights serves neither well."""
+    """Linear rankers by retrieval path: ``walk`` (the organisation graph, and questions that name
+    nothing) and optionally ``layer`` (passages ranked over the entity layer); without a ``layer``
+    ranker the ``walk`` one serves both (a pooled model, whose features already say which path
+    the graph list came from)."""
 
     name: str
     names: tuple[str, ...]
