@@ -70,7 +70,10 @@ def test_eval_run_command_prints_the_spec_summary(small_org: tuple[Path, Path], 
                          check=False, capture_output=True, text=True, timeout=900, cwd=REPO)
     assert out.returncode == 0, out.stderr[-2000:]
     summary = json.loads(out.stdout)
-    assert summary["questions"] == len(load_questions(qfile)) and set(summary["modes"]) == {"bm25", "graph"}
+    # the plain baselines are scored beside the modes asked for
+    assert summary["questions"] == len(load_questions(qfile))
+    assert set(summary["modes"]) == {"bm25", "graph", "plain-bm25", "plain-dense", "plain-rrf"}
+    assert summary["modes"]["graph"]["recall@5"] > summary["modes"]["plain-bm25"]["recall@5"]
     assert set(summary["modes"]["graph"]) == {"recall@2", "recall@5", "recall@10", "mrr", "ndcg@10",
                                               "all_recall@5", "p50_ms", "p95_ms"}
     report = json.loads((tmp_path / "report" / "report.json").read_text())
