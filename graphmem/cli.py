@@ -451,16 +451,14 @@ def eval_run(ctx: Context, dataset: str, corpus: Path | None, graph: str, data_r
     from eval import datasets as public
     from eval.runner import load_questions, run, spec_summary
 
-    from graphmem.retrieval.config import load_overrides, preset
+    from graphmem.retrieval.config import load_recipe
 
     wanted: list[Any] = [m.strip() for m in modes.split(",") if m.strip()]
     for mode in wanted:
         if mode not in PRESETS:
             raise GraphmemError(f"unknown mode {mode!r}: choose from {', '.join(PRESETS)}")
     if config_file is not None:
-        overrides = load_overrides(config_file)
-        base = preset(str(overrides.pop("mode", "hybrid")))
-        wanted.append(base.with_overrides(overrides, name=str(overrides.pop("name", config_file.stem))))
+        wanted.append(load_recipe(config_file))
     named = dataset in public.NAMES and not Path(dataset).is_file()
     if not named and not Path(dataset).is_file():
         raise GraphmemError(f"--dataset {dataset!r} is neither a questions file nor one of {', '.join(public.NAMES)}")

@@ -156,6 +156,6 @@ def test_openie_graph_beats_the_rule_graph_on_musique(
 
 def test_graph_and_hybrid_beat_each_single_retriever_on_2wiki(wiki_rules: dict[str, dict[str, float]]) -> None:
     best5, best2 = _best_single(wiki_rules, "recall@5"), _best_single(wiki_rules, "recall@2")
-    assert wiki_rules["graph"]["recall@5"] > best5 + 0.1, wiki_rules  # measured 0.885 against 0.669
+    assert wiki_rules["graph"]["recall@5"] > best5 + 0.1, wiki_rules
     assert wiki_rules["graph"]["recall@2"] > best2, wiki_rules
     assert wiki_rules["hybrid"]["recall@5"] >= best5, wiki_rules

@@ -17,6 +17,7 @@ from graphmem.retrieval.config import (
     RetrievalConfig,
     WalkConfig,
     load_overrides,
+    load_recipe,
     preset,
 )
 from graphmem.retrieval.learned import (
@@ -77,6 +78,8 @@ def test_overrides_make_a_validated_copy(tmp_path: Path) -> None:
     path.write_text(json.dumps({"mode": "hybrid", "fusion": {"floor_top": 2}}))
     loaded = load_overrides(path)
     assert preset(loaded.pop("mode")).with_overrides(loaded).fusion.floor_top == 2
+    recipe = load_recipe(path)
+    assert recipe.name == "sweep" and recipe.fusion.floor_top == 2 and recipe.fusion.method == "learned"
     (tmp_path / "bad.json").write_text("[1, 2]")
     with pytest.raises(ConfigError):
         load_overrides(tmp_path / "bad.json")

@@ -98,11 +98,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     from eval.runner import run
     modes: list[Any] = [m for m in args.modes.split(",") if m]
     for path in args.config or ():
-        from graphmem.retrieval.config import load_overrides, preset
+        from graphmem.retrieval.config import load_recipe
 
-        overrides = load_overrides(path)
-        base = preset(str(overrides.pop("mode", "hybrid")))
-        modes.append(base.with_overrides(overrides, name=str(overrides.pop("name", Path(path).stem))))
+        modes.append(load_recipe(path))
     home = Path(args.home) if args.home else builder.home() / "graphmem-home"
     per_repo: dict[str, Any] = {}
     rows: list[dict[str, Any]] = []  # one per (mode, question), across repositories

@@ -285,3 +285,11 @@ def load_overrides(path: str | Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ConfigError(f"{p}: retrieval settings must be a table")
     return data
+
+
+def load_recipe(path: str | Path) -> RetrievalConfig:
+    """A swept recipe from a settings file: its ``mode`` (default ``hybrid``) changed by the rest,
+    named by its ``name`` (default the file's stem)."""
+    overrides = load_overrides(path)
+    base = preset(str(overrides.pop("mode", "hybrid")))
+    return base.with_overrides(overrides, name=str(overrides.pop("name", Path(path).stem)))

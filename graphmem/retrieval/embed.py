@@ -33,8 +33,7 @@ BACKENDS = ("auto", "onnx", "torch")
 PRECISIONS = ("int8", "fp32")
 # Token budgets per chunk kind (node kinds and a few aliases). Commit messages rarely need more than 128 word
 # pieces. A code chunk starts with its path, qualname, signature and docstring: its first 128 pieces retrieve as
-# well as 256 (bench/bench_embed.py: docstring -> function R@5 0.893 either way, MRR 0.745 vs 0.730) at a
-# third of the cost. Everything else gets the model's own maximum (256 for MiniLM), which no entry may exceed.
+# well as 256 at a third of the cost (bench/bench_embed.py measures both). Everything else gets the model's own maximum (256 for MiniLM), which no entry may exceed.
 DEFAULT_MAX_TOKENS: dict[str, int] = {"commit": 128, "code": 128, "symbol": 128}
 DEFAULT_BATCH_SIZE = 16
 # Bump when the export recipe changes, so stale cached graphs are not reused.
