@@ -1,7 +1,8 @@
 """Git hooks that keep the graph up to date: after commit, merge and rewrite, in the background.
 
 A hook never blocks or fails the git command: it starts ``graphmem ingest`` detached, with a lock
-so two updates never overlap, and appends what it did to ``<git dir>/graphmem-hook.log``.
+so two updates never overlap and a pending mark so a commit made during an update is ingested
+right after it, and appends what it did to ``<git dir>/graphmem-hook.log``.
 """
 
 from __future__ import annotations
@@ -20,13 +21,19 @@ MARKER = "# graphmem: keep the knowledge graph up to date"
 _SCRIPT = """#!/bin/sh
 {marker}
 # Runs in the background and always exits 0: it never blocks or fails a git command.
+# Updates never overlap and none is lost: each hook marks an update as pending, then waits for the
+# lock; whoever takes the lock with the mark still set clears it and ingests (which covers every
+# commit made before it started), so hooks that queued behind it find nothing left to do.
 repo="$(git rev-parse --show-toplevel 2>/dev/null)" || exit 0
 log="$(git rev-parse --absolute-git-dir 2>/dev/null)/graphmem-hook.log"
 (
+  : >"$log.pending"
   if command -v flock >/dev/null 2>&1; then
     exec 9>"$log.lock"
-    flock -n 9 || {{ echo "$(date -u +%FT%TZ) {hook}: an update is already running" >>"$log"; exit 0; }}
+    flock 9
   fi
+  [ -e "$log.pending" ] || {{ echo "$(date -u +%FT%TZ) {hook}: covered by the update that just ran" >>"$log"; exit 0; }}
+  rm -f "$log.pending"
   echo "$(date -u +%FT%TZ) {hook}: ingest started" >>"$log"
   if {command} ingest "$repo" >>"$log" 2>&1; then
     echo "$(date -u +%FT%TZ) {hook}: ingest done" >>"$log"

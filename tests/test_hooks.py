@@ -36,20 +36,28 @@ def test_hooks_update_the_graph_after_a_commit(tmp_path: Path, example_org: tupl
     (repo / "services" / "billing" / "audit.py").write_text('def audit(event):\n    """Record it."""\n    return event\n')
     run("git", "add", "-A", cwd=repo)
     started = time.monotonic()
-    commit = run("git", "commit", "-q", "-m", "Add audit trail", cwd=repo)
+    commit = run("git", "commit", "-q", "-m", "Add audit trail", cwd=repo, env={"PYTHONPATH": str(REPO)})
     assert commit.returncode == 0 and time.monotonic() - started < 5  # git is not kept waiting
+    # a second commit while the first update runs is not skipped: it is ingested after it
+    (repo / "services" / "billing" / "retain.py").write_text('def retain(event):\n    return event\n')
+    run("git", "add", "-A", cwd=repo)
+    assert run("git", "commit", "-q", "-m", "Retain events", cwd=repo, env={"PYTHONPATH": str(REPO)}).returncode == 0
     head = run("git", "rev-parse", "HEAD", cwd=repo).stdout.strip()
 
-    deadline = time.monotonic() + 90
+    deadline = time.monotonic() + 120
     status: dict = {}
     while time.monotonic() < deadline:
-        status = json.loads(graphmem("--home", str(home), "status", "--json", cwd=tmp_path).stdout)
+        out = graphmem("--home", str(home), "status", "--json", cwd=tmp_path)
+        assert out.returncode == 0, out.stderr  # status works while the hook's ingest writes
+        status = json.loads(out.stdout)
         if status["last_ingested_commit"] == head:
             break
         time.sleep(0.5)
     assert status["last_ingested_commit"] == head
     log = (repo / ".git" / "graphmem-hook.log").read_text()
-    assert "post-commit: ingest started" in log
+    assert "post-commit: ingest started" in log and "already running" not in log
+    found = graphmem("--home", str(home), "query", "--mode", "bm25", "retain", "--json", cwd=tmp_path)
+    assert "retain" in found.stdout, found.stderr
 
     # a broken graphmem never fails git: point the hook at a store that cannot be reached
     assert graphmem("--home", str(home), "--store", "neo4j", "hooks", "install", str(repo), cwd=tmp_path,
