@@ -144,6 +144,9 @@ def _git_env() -> dict[str, str]:
     env.pop("GIT_WORK_TREE", None)
     env["GIT_TERMINAL_PROMPT"] = "0"
     env["GIT_PAGER"] = "cat"
+    # graphmem only reads: ``git status`` must not take index.lock, which would make a user's
+    # concurrent commit fail (and fail our own read while theirs holds it).
+    env["GIT_OPTIONAL_LOCKS"] = "0"
     return env
 
 

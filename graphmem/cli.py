@@ -6,6 +6,7 @@ traceback reaches the user.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import sys
@@ -57,7 +58,34 @@ class Context:
         return Graphmem(self.settings, project or self.project())
 
 
-pass_context = click.make_pass_decorator(Context)
+_pass_obj = click.make_pass_decorator(Context)
+
+
+def pass_context(func: F) -> F:
+    """Pass the :class:`Context`; ``--store``, ``--home`` and ``--project`` are also accepted after
+    the command name (``graphmem ingest PATH --project NAME``), where they win over the global ones."""
+
+    @functools.wraps(func)
+    def wrapper(ctx: Context, *args: Any, store: str | None = None, home: Path | None = None,
+                project: str | None = None, **kwargs: Any) -> Any:
+        if store or home or project:
+            ctx.settings.store = store or ctx.settings.store
+            ctx.settings.home = Path(home).expanduser() if home else ctx.settings.home
+            ctx.settings.project = project or ctx.settings.project
+        return func(ctx, *args, **kwargs)
+
+    wrapped = _pass_obj(wrapper)
+    for option in reversed(_LOCATION_OPTIONS):
+        wrapped = option(wrapped)
+    return wrapped  # type: ignore[return-value]
+
+
+_LOCATION_OPTIONS = (
+    click.option("--store", type=click.Choice(STORES), default=None, help="Graph store (overrides the global option)."),
+    click.option("--home", type=click.Path(file_okay=False, path_type=Path), default=None,
+                 help="Embedded store directory (overrides the global option)."),
+    click.option("--project", default=None, help="Project name (overrides the global option)."),
+)
 
 
 def json_option(func: F) -> F:
@@ -81,9 +109,11 @@ def cli(ctx: click.Context, store: str | None, home: Path | None, project: str |
 @click.argument("path", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--llm/--no-llm", "llm", default=None,
               help="Enrich the graph with an LLM after ingesting (default: when GRAPHMEM_LLM_BASE_URL is set).")
+@click.option("--allow-removal", is_flag=True,
+              help="Go on even if the folder would close most of what the project holds (files really removed).")
 @json_option
 @pass_context
-def ingest(ctx: Context, path: Path, llm: bool | None, as_json: bool) -> None:
+def ingest(ctx: Context, path: Path, llm: bool | None, allow_removal: bool, as_json: bool) -> None:
     """Ingest a repository or folder: code, git history, decisions, incidents, ownership."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
@@ -104,7 +134,7 @@ def ingest(ctx: Context, path: Path, llm: bool | None, as_json: bool) -> None:
                     tasks[stage] = bar.add_task(stage, total=total)
                 bar.update(tasks[stage], completed=done, total=total)
 
-            report = gm.ingest(path, progress=progress, llm=False)
+            report = gm.ingest(path, progress=progress, llm=False, allow_removal=allow_removal)
             if use_llm:  # the deterministic graph is written and usable; enrichment comes on top
                 if not as_json:
                     click.echo(f"graph written; enriching with {ctx.settings.llm.model} "

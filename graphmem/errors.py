@@ -25,3 +25,8 @@ class StoreUnavailable(StoreError):
 
 class NotSupported(GraphmemError):
     """The operation needs a capability this store does not have (raw Cypher on the embedded store)."""
+
+
+class IngestRefused(GraphmemError):
+    """An ingest would close most of what a project holds (an empty or unrelated folder): nothing
+    was written; the caller must confirm that the removal is meant."""

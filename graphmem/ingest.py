@@ -34,7 +34,7 @@ from extractors.policy import Policy, read_project_config
 from extractors.prose_mentions import prose_mentions
 from extractors.secrets import redact
 from extractors.text import Vocabulary
-from graphmem.errors import ConfigError, GraphmemError
+from graphmem.errors import ConfigError, GraphmemError, IngestRefused
 from graphmem.model import NodeKind, Provenance, Relationship, RelType, now_iso, service_key, symbol_parts
 from graphmem.stores.base import GraphStore, Keep, WriteSummary
 
@@ -42,6 +42,11 @@ Progress = Callable[[str, int, int], None]  # (stage, done, total)
 
 # Parsing in worker processes pays off only past a few dozen files (process start-up, pickling).
 PARALLEL_PARSE_MIN = 40
+# An ingest that would close more than this share of a project's sources (and at least
+# REMOVAL_GUARD_MIN of them), or all of them, is refused unless the removal is confirmed: it is far
+# more often the wrong folder or project than a repository that really lost most of its files.
+REMOVAL_GUARD_SHARE = 0.5
+REMOVAL_GUARD_MIN = 10
 
 
 @dataclass(slots=True)
@@ -214,8 +219,13 @@ def ingest(
     cache_dir: str | Path,
     progress: Progress | None = None,
     workers: int = 2,
+    allow_removal: bool = False,
 ) -> IngestReport:
-    """Bring ``store`` up to date with the repository (or folder) at ``root``."""
+    """Bring ``store`` up to date with the repository (or folder) at ``root``.
+
+    Raises :class:`IngestRefused`, before writing anything, when the folder would close all or most
+    of what the project holds, unless ``allow_removal``.
+    """
     started = time.perf_counter()
     root = Path(root).expanduser().resolve()
     if not root.is_dir():
@@ -257,6 +267,14 @@ def ingest(
     changed = set(contents)
     deleted = {p for p in previous if p not in hashes}
     report.changed, report.deleted = len(changed), len(deleted)
+    if previous and deleted and not allow_removal and (
+            not hashes or (len(deleted) >= REMOVAL_GUARD_MIN and len(deleted) > REMOVAL_GUARD_SHARE * len(previous))):
+        was = store.get_meta("root")
+        raise IngestRefused(
+            f"refused: ingesting {root} would close {len(deleted)} of the {len(previous)} files project "
+            f"{store.project!r} holds" + (f" (last ingested from {was})" if was and was != str(root) else "")
+            + "; nothing was changed. To ingest another folder, choose another project (--project); "
+            "if the files were really removed, run again with --allow-removal.")
     report.unchanged = len(hashes) - len(changed)
     since = store.get_meta("last_commit")
     if not changed and not deleted and (head is None or since == head):
