@@ -108,20 +108,22 @@ class Graphmem:
     # --- work -----------------------------------------------------------------------------------
 
     def ingest(self, path: str | Path, *, progress: Progress | None = None, index: bool = True,
-               llm: bool | None = None) -> IngestReport:
+               llm: bool | None = None, allow_removal: bool = False) -> IngestReport:
         """Bring the graph up to date with ``path``, then the indexes with the graph, then (with
         ``llm``; by default when ``GRAPHMEM_LLM_BASE_URL`` is set) enrich it with an LLM.
 
         The deterministic graph is complete before enrichment starts; enrichment failures are
         reported in ``report.enrichment``, never raised. ``llm=True`` without an endpoint raises
-        :class:`~graphmem.errors.ConfigError` before anything is ingested.
+        :class:`~graphmem.errors.ConfigError` before anything is ingested. A folder that would close
+        most of the project raises :class:`~graphmem.errors.IngestRefused` unless ``allow_removal``.
         """
         from graphmem.ingest import ingest
 
         use_llm = self.settings.llm.configured if llm is None else llm
         if use_llm:
             self.settings.llm.require()
-        report = ingest(path, self.store, cache_dir=self.cache_dir, progress=progress)
+        report = ingest(path, self.store, cache_dir=self.cache_dir, progress=progress,
+                        allow_removal=allow_removal)
         if index:
             report.index = self.sync_indexes(progress=progress).as_dict()
         if use_llm:
@@ -234,12 +236,15 @@ class Graphmem:
 
 def freshness(root: str | None, last_commit: str | None) -> dict[str, Any]:
     """Whether the graph is behind the repository it was ingested from (HEAD or working tree)."""
-    from extractors.git import head_commit, is_git_repo, working_tree_dirty
+    from extractors.git import GitError, head_commit, is_git_repo, working_tree_dirty
 
     if not root or not Path(root).is_dir() or not is_git_repo(root):
         return {"head": None, "up_to_date": None, "dirty": None}
-    head = head_commit(root)
-    dirty = working_tree_dirty(root)
+    try:
+        head = head_commit(root)
+        dirty = working_tree_dirty(root)
+    except GitError as exc:  # a repository git cannot read right now never fails a status report
+        return {"head": None, "up_to_date": None, "dirty": None, "error": str(exc)}
     return {"head": head, "dirty": dirty, "up_to_date": head == last_commit and not dirty}
 
 
