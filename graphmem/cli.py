@@ -20,7 +20,7 @@ from extractors.llm import SOURCE_KINDS as LLM_SOURCE_KINDS
 from graphmem import __version__
 from graphmem.config import STORES, Settings
 from graphmem.errors import GraphmemError
-from graphmem.model import NodeKind, parse_day, project_from_path
+from graphmem.model import NodeKind, check_project, parse_day, project_from_path
 from graphmem.retrieval.config import DEFAULT_MODE, PRESETS
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -41,6 +41,26 @@ class Context:
         if default_path is None and remembered.is_file():
             return remembered.read_text(encoding="utf-8").strip()
         return project_from_path(str(Path(default_path or Path.cwd()).resolve()))
+
+    def existing_project(self) -> str:
+        """The project a reading command works on; an error naming the projects there if it was
+        never ingested (reading commands never create an empty project)."""
+        project = check_project(self.project())
+        if self.settings.store == "embedded" and not (self.settings.home / project / "graph.sqlite").is_file():
+            raise GraphmemError(self.nothing_ingested(project))
+        return project
+
+    def nothing_ingested(self, project: str) -> str:
+        """Why a project has nothing to show, and what to do about it."""
+        if self.settings.store == "embedded":
+            home = self.settings.home
+            known = sorted(p.parent.name for p in home.glob("*/graph.sqlite")) if home.is_dir() else []
+            where = f"in {home.resolve()}" + (f" (projects there: {', '.join(known)})" if known
+                                               else " (nothing has been ingested there)")
+        else:
+            where = f"in Neo4j at {self.settings.neo4j.uri}"
+        return (f"project {project!r} holds nothing {where}: run `graphmem ingest PATH` first, "
+                "or choose another --home or --project")
 
     def remember(self, project: str) -> None:
         """Record ``project`` as the default for later commands using this home."""
@@ -233,7 +253,7 @@ def _echo_enrichment(e: dict[str, Any]) -> None:
 @pass_context
 def status(ctx: Context, as_json: bool) -> None:
     """Show what the graph holds: nodes by kind, relationships by type, chunks, last commit."""
-    project = ctx.project()
+    project = ctx.existing_project()
     gm = ctx.graphmem(project)
     try:
         report = gm.status()
@@ -274,7 +294,7 @@ def _index_problems(ix: dict[str, Any]) -> str:
 @pass_context
 def doctor(ctx: Context, repair: bool, as_json: bool) -> None:
     """Check that the vector and BM25 indexes hold exactly the graph's chunks; --repair fixes them."""
-    gm = ctx.graphmem()
+    gm = ctx.graphmem(ctx.existing_project())
     try:
         result = gm.doctor(repair=repair)
     finally:
@@ -316,8 +336,11 @@ def query(ctx: Context, text: str, mode: str, k: int, kinds: tuple[str, ...], pa
     """Answer a question with ranked nodes, their passages and the graph paths behind them."""
     from graphmem.model import to_iso
 
-    gm = ctx.graphmem()
+    project = ctx.existing_project()
+    gm = ctx.graphmem(project)
     try:
+        if not gm.store.counts().total_nodes:
+            raise GraphmemError(ctx.nothing_ingested(project))
         when = parse_day(as_of, "--as-of")
         answer = gm.query(text, mode=mode, k=k, kinds=list(kinds) or None, path_prefix=path_prefix,
                           now=parse_day(now, "--now"), as_of=to_iso(when) if when else None)

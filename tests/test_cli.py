@@ -93,3 +93,16 @@ def test_every_command_is_documented_in_the_readme() -> None:
     readme = (REPO / "README.md").read_text()
     for name in cli.commands:
         assert f"graphmem {name}" in readme or f"graphmem --store neo4j {name}" in readme, name
+
+
+def test_reading_a_project_that_was_never_ingested_is_an_error(tmp_path: Path, example_org: tuple) -> None:
+    home = tmp_path / "home"
+    for args in (("query", "Which commit caused INC-042?"), ("status",), ("doctor",)):
+        out = graphmem("--home", str(home), *args, cwd=tmp_path)
+        assert out.returncode == 1 and "nothing has been ingested there" in out.stderr, out.stderr
+    assert graphmem("--home", str(home), "ingest", str(example_org[0])).returncode == 0
+    out = graphmem("--home", str(home), "--project", "acne", "query", "billing", cwd=tmp_path)
+    assert out.returncode == 1 and "projects there: acme" in out.stderr
+    out = graphmem("--home", str(home), "status", "--project", "acne", cwd=tmp_path)
+    assert out.returncode == 1 and "'acne'" in out.stderr
+    assert not (home / "acne").exists()  # reading never creates an empty project
