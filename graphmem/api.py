@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from graphmem.config import Settings
 from graphmem.model import check_project
+from graphmem.stores.base import INCOMPLETE
 from graphmem.retrieval.config import DEFAULT_MODE, RetrievalConfig
 
 if TYPE_CHECKING:
@@ -152,7 +153,13 @@ class Graphmem:
               path_prefix: str | None = None, now: datetime | None = None, as_of: str | None = None) -> Answer:
         """Answer a question (see :class:`graphmem.retrieval.engine.Retriever`); ``as_of`` (ISO time)
         walks the graph as it was then."""
-        return self.retriever.query(text, mode=mode, k=k, kinds=kinds, path_prefix=path_prefix, now=now, as_of=as_of)
+        answer = self.retriever.query(text, mode=mode, k=k, kinds=kinds, path_prefix=path_prefix, now=now,
+                                      as_of=as_of)
+        since = self.store.get_meta(INCOMPLETE)
+        if since:
+            answer.notes.append(f"an ingest has been writing since {since} (or was interrupted): "
+                                "the graph may be partly updated")
+        return answer
 
     def cypher(self, query: str | None = None, params: Mapping[str, Any] | None = None, *,
                saved: str | None = None, row_limit: int = 1000, timeout_s: float = 30.0) -> CypherResult:
@@ -219,6 +226,7 @@ class Graphmem:
             "last_ingested_commit": store.get_meta("last_commit"),
             "last_ingested_at": store.get_meta("last_ingested_at"),
             "root": store.get_meta("root"),
+            "ingest_incomplete": store.get_meta(INCOMPLETE),
             "indexes": self.check_indexes().as_dict(),
         }
         report["freshness"] = freshness(report["root"], report["last_ingested_commit"])

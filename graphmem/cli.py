@@ -273,6 +273,9 @@ def status(ctx: Context, as_json: bool) -> None:
     state = "consistent" if ix["ok"] else f"INCONSISTENT ({_index_problems(ix)}); run `graphmem doctor --repair`"
     click.echo(f"  indexes: {ix['vectors']} vectors, {ix['bm25']} BM25 documents for {ix['chunks']} chunks: {state}")
     click.echo(f"  last ingested commit: {report['last_ingested_commit'] or '-'}")
+    if report.get("ingest_incomplete"):
+        click.echo(f"  INCOMPLETE: an ingest has been writing since {report['ingest_incomplete']} or was "
+                   "interrupted; the next `graphmem ingest` completes it")
     fresh = report["freshness"]
     if fresh.get("head"):
         state = "up to date" if fresh["up_to_date"] else (

@@ -16,6 +16,7 @@ Traversal rules:
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
@@ -25,6 +26,9 @@ from graphmem.model import Chunk, Node, NodeKind, Relationship, RelType
 Direction = Literal["out", "in", "both"]
 DIRECTIONS = ("out", "in", "both")
 
+
+# Meta entry present while an ingest's writes are under way (or after one was killed mid-write).
+INCOMPLETE = "ingest_incomplete"
 
 @dataclass(frozen=True, slots=True)
 class Step:
@@ -199,6 +203,11 @@ class GraphStore(Protocol):
 
     def ensure_schema(self) -> None:
         """Create constraints and indexes; idempotent, never implicit."""
+
+    def atomic(self) -> AbstractContextManager[None]:
+        """A context in which writes go in together where the store can (the embedded store: one
+        transaction); elsewhere the writes go as they come and ``ingest_incomplete`` says so."""
+        ...
 
     def upsert(
         self,

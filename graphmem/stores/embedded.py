@@ -2,7 +2,7 @@
 
 Layout: ``<home>/<project>/graph.sqlite``. SQLite is the durable log: each ``upsert`` or close is
 one transaction, so a process killed mid-batch leaves every earlier batch intact and none of the
-interrupted one. On open the tables are loaded into a ``networkx.MultiDiGraph`` (edge key = the
+interrupted one; ``atomic()`` makes a whole ingest one transaction. On open the tables are loaded into a ``networkx.MultiDiGraph`` (edge key = the
 relationship type), which serves every read. Chunks stay on disk only.
 
 Several processes may use one home: writes take SQLite's write lock, and every call first checks
@@ -214,6 +214,9 @@ class EmbeddedStore(TraversalMixin):
             self._write_now(db, work)
 
     def _write_now(self, db: sqlite3.Connection, work) -> None:  # type: ignore[no-untyped-def]
+        if db.in_transaction:  # inside atomic(): that transaction commits or rolls back everything
+            work(db)()
+            return
         try:
             db.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as exc:
@@ -232,6 +235,32 @@ class EmbeddedStore(TraversalMixin):
 
     def ensure_schema(self) -> None:
         self._conn()
+
+    @contextmanager
+    def atomic(self) -> Iterator[None]:
+        """Make every write inside one transaction: other processes see all of it or none of it,
+        and an error (or a kill) leaves the store as it was before. Nested use joins the outer one."""
+        with self._lock:
+            db = self._conn()
+            if db.in_transaction:
+                yield
+                return
+            with _gc_paused():
+                try:
+                    db.execute("BEGIN IMMEDIATE")
+                except sqlite3.OperationalError as exc:
+                    raise StoreError(f"the embedded store is locked by another process: {exc}") from exc
+                try:
+                    version = db.execute("PRAGMA data_version").fetchone()[0]
+                    if version != self._version:
+                        self._load(db)
+                        self._version = version
+                    yield
+                except BaseException:
+                    db.execute("ROLLBACK")
+                    self._load(db)  # the in-memory graph took the writes as they came: undo them
+                    raise
+                db.execute("COMMIT")
 
     def close(self) -> None:
         if self._db is not None:
@@ -732,7 +761,11 @@ def _gc_paused() -> Iterator[None]:
 
 @contextmanager
 def _transaction(db: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    """One IMMEDIATE transaction: committed on success, rolled back on any error."""
+    """One IMMEDIATE transaction: committed on success, rolled back on any error (inside
+    :meth:`EmbeddedStore.atomic`, part of that transaction instead)."""
+    if db.in_transaction:
+        yield db
+        return
     db.execute("BEGIN IMMEDIATE")
     try:
         yield db

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -654,6 +655,11 @@ class Neo4jStore(TraversalMixin):
     def get_meta(self, name: str) -> str | None:
         rows = self._read("MATCH (m:GraphmemMeta {project: $project, name: $name}) RETURN m.value AS v", name=name)
         return rows[0]["v"] if rows else None
+
+    def atomic(self) -> AbstractContextManager[None]:
+        """Writes go in batches of their own transactions (one transaction for a whole ingest would
+        hold it all in server memory); ``ingest`` marks the project ``ingest_incomplete`` meanwhile."""
+        return nullcontext()
 
     def set_meta(self, values: dict[str, str | None]) -> None:
         gone = [k for k, v in values.items() if v is None]
