@@ -386,6 +386,10 @@ class Policy:
             subdirs: list[tuple[str, str, tuple[GlobRule, ...], frozenset[tuple[int, int]]]] = []
             for entry in entries:
                 rel = f"{rel_dir}{entry.name}"
+                unfit = _unfit_name(entry.name)
+                if unfit:
+                    skipped.append(Skipped(ascii(rel)[1:-1], f"name {unfit}"))
+                    continue
                 result = self._visit(entry, rel, rules, ancestors, visited, root_real, skipped)
                 if result == "file":
                     accepted.append(rel)
@@ -502,6 +506,18 @@ def _shown(target: str, root_real: str) -> str:
         rel = os.path.relpath(target, root_real).replace(os.sep, "/")
         return "." if rel == "." else rel
     return target
+
+
+def _unfit_name(name: str) -> str | None:
+    """Why a file or folder name cannot become part of a key (control characters such as a newline,
+    or bytes that are not valid in the file system's encoding), or None."""
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in name):
+        return "contains control characters"
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return "is not valid UTF-8"
+    return None
 
 
 def discover(root: str | Path, policy: Policy | None = None) -> tuple[list[str], list[Skipped]]:

@@ -41,12 +41,29 @@ _REFERENCE_PREFIX = re.compile(r"^[\s*&]*(?:'\w+\s+)?(?:mut\s+|dyn\s+)?")
 _SIMPLE_VAR = re.compile(r"^(?:(?:self|this)\.)?[A-Za-z_$][\w$]*$")
 
 
+# PEP 263: a coding declaration in one of the first two lines (other languages' files rarely have one).
+_CODING = re.compile(rb"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)", re.MULTILINE)
+
+
 def decode(data: bytes) -> tuple[str, bool]:
-    """UTF-8 text of a file and whether bytes had to be replaced to get it."""
+    """Text of a file and whether it was not UTF-8.
+
+    Text that is not UTF-8 is read in the encoding it declares (PEP 263), else as Windows-1252,
+    else as Latin-1 (which reads any bytes): a legacy identifier such as ``café`` keeps its name
+    instead of being cut at a replacement character the grammars do not accept.
+    """
     try:
         return data.decode("utf-8"), False
     except UnicodeDecodeError:
-        return data.decode("utf-8", errors="replace"), True
+        pass
+    head = b"\n".join(data.split(b"\n", 2)[:2])
+    declared = _CODING.search(head)
+    for encoding in ([declared.group(1).decode("ascii")] if declared else []) + ["cp1252", "latin-1"]:
+        try:
+            return data.decode(encoding), True
+        except (UnicodeDecodeError, LookupError):
+            continue
+    return data.decode("utf-8", errors="replace"), True  # not reached: Latin-1 decodes any bytes
 
 
 def count_lines(text: str) -> int:
@@ -59,7 +76,7 @@ def parse_file(path: str, data: bytes) -> FileFacts:
     """Facts about one file. ``path`` is POSIX and relative to the repository root.
 
     Never raises on content: syntax errors leave a partial tree (recorded in
-    ``has_syntax_errors``), undecodable bytes are replaced (``decode_errors``).
+    ``has_syntax_errors``), text that is not UTF-8 is read in a legacy encoding (``decode_errors``).
     """
     language = language_for(path)
     if language is None:
@@ -74,7 +91,7 @@ def parse_file(path: str, data: bytes) -> FileFacts:
         return facts
     if not text.strip() or len(data) > MAX_PARSE_BYTES:
         return facts
-    # Re-encode so that byte offsets agree with the (possibly repaired) text.
+    # Re-encode so that byte offsets agree with the (transcoded) text.
     source = text.encode("utf-8") if decode_errors else data
     tree = parser(language).parse(source)
     _FileParser(facts, source, tree).run()
