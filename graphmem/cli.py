@@ -10,6 +10,7 @@ import functools
 import json
 import logging
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -154,6 +155,7 @@ def ingest(ctx: Context, path: Path, llm: bool | None, allow_removal: bool, as_j
                     tasks[stage] = bar.add_task(stage, total=total)
                 bar.update(tasks[stage], completed=done, total=total)
 
+            started = time.perf_counter()
             report = gm.ingest(path, progress=progress, llm=False, allow_removal=allow_removal)
             if use_llm:  # the deterministic graph is written and usable; enrichment comes on top
                 if not as_json:
@@ -161,6 +163,7 @@ def ingest(ctx: Context, path: Path, llm: bool | None, allow_removal: bool, as_j
                                "(interrupt at will: `graphmem enrich` resumes)", err=True)
                 report.enrichment = gm.enrich(progress=progress).as_dict()
         ctx.remember(project)
+        elapsed = time.perf_counter() - started
     finally:
         gm.close()
     if as_json:
@@ -168,13 +171,15 @@ def ingest(ctx: Context, path: Path, llm: bool | None, allow_removal: bool, as_j
         return
     w = report.written
     click.echo(f"ingested {report.root} into project {project} ({ctx.settings.store} store) "
-               f"in {report.seconds:.1f} s")
+               f"in {elapsed:.1f} s (graph {report.seconds:.1f} s)")
     click.echo(f"  files: {report.files} ({report.changed} changed, {report.deleted} deleted, "
                f"{report.unchanged} unchanged); commits read: {report.commits}")
     click.echo(f"  written: {w.nodes} nodes, {w.rels} relationships, {w.chunks} chunks; "
                f"closed: {w.closed_nodes} nodes, {w.closed_rels} relationships")
     if w.missing_endpoints:
-        click.echo(f"  relationships to nodes not in the graph (left out): {w.missing_endpoints}")
+        click.echo(f"  relationships left out because an end is not in the graph: {w.missing_endpoints} "
+                   "(ownership and history of files that have no node, such as docs and configs, and of "
+                   "symbols since removed)")
     if report.redactions:
         click.echo(f"  secrets redacted: {report.redactions}")
     if report.index:
@@ -187,7 +192,7 @@ def ingest(ctx: Context, path: Path, llm: bool | None, allow_removal: bool, as_j
         if item not in routine:
             click.echo(f"  skipped {item.path}: {item.reason}", err=True)
     if routine:
-        click.echo(f"  excluded tool and build folders: {len(routine)}", err=True)
+        click.echo(f"  excluded tool and build folders: {len(routine)}")
     if report.enrichment:
         _echo_enrichment(report.enrichment)
 
