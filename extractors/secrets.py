@@ -7,8 +7,12 @@ so credentials must not survive ingestion. Two families of rules:
   blocks, ``scheme://user:pass@host``);
 * **named** secrets: a value assigned to a name that says it is secret (``password = "..."``,
   ``API_KEY=...``, ``"client_secret": "..."``). Values that are code rather than literals
-  (``os.environ["X"]``, ``get_token()``, type hints) are left alone, and names that merely contain
-  a secret word (``token_type``, ``password_hint``) do not count.
+  (``os.environ["X"]``, ``get_token()``, type hints, variables such as ``new_password2``) are left
+  alone, and names that merely contain a secret word (``token_type``, ``password_hint``) do not
+  count;
+* **spoken** secrets in comments, docstrings, commit messages and documents ("the admin password
+  is hunter2-Zq9", "pwd hunter2-Zq9", "the deploy token is ..."): one word that mixes letters with
+  digits or symbols, and is not vocabulary ("sha256", "v1.2.3", "32bytes") or a path.
 
 Every pattern is precompiled, anchored on a distinctive prefix or bounded in length, so redaction
 stays linear in practice. Plain git shas are never touched: no rule matches bare hex.
@@ -16,6 +20,7 @@ stays linear in practice. Plain git shas are never touched: no rule matches bare
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from collections import Counter
@@ -102,13 +107,88 @@ def _bare_secret(value: str) -> bool:
     Requiring a letter and a digit or symbol keeps out type hints (``password: str``), references
     (``token: Token``, ``settings.SECRET_KEY``) and numbers (``max_tokens = 1000``).
     """
-    if len(value) < 8 or _PLACEHOLDER.match(value) or _DOTTED.match(value):
+    if len(value) < 8 or _PLACEHOLDER.match(value) or _DOTTED.match(value) or _looks_like_identifier(value):
         return False
     return bool(re.search(r"[A-Za-z]", value) and re.search(r"[^A-Za-z_.-]", value))
 
 
 # ``settings.SECRET_KEY``, ``cfg.auth.token``: attribute access, i.e. code.
 _DOTTED = re.compile(r"^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+$")
+
+# Words that, as a part of an identifier, say it names a variable rather than holds a credential
+# (``new_password2``, ``token_v2``, ``hashedPassword1``).
+_IDENT_WORDS = frozenset(
+    "pass passwd password pwd passphrase token tokens secret secrets key keys apikey cred creds credential "
+    "credentials hash hashed new old current default raw plain user db auth access refresh api next prev "
+    "session tmp temp cached stored expected given input encoded decoded salted v".split()
+)
+_IDENT_PART = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
+
+
+def _looks_like_identifier(value: str) -> bool:
+    """A variable or type name: two or more word parts (``new_password2``, ``Ed25519PrivateKey``),
+    one of them a credential or code word. Random strings split into many one-letter parts."""
+    if not re.fullmatch(r"[A-Za-z_$][A-Za-z0-9_$]{0,100}", value):
+        return False
+    parts = _IDENT_PART.findall(value)
+    words = [p.lower() for p in parts if not p.isdigit()]
+    if len(words) < 2 or len(parts) - len(words) > 2 or sum(len(w) == 1 for w in words) > 1:
+        return False
+    return any(w in _IDENT_WORDS for w in words)
+
+
+# Words with digits that are vocabulary rather than credentials: versions, quantities, number
+# literals, algorithms and sized types ("v1.2.3", "32bytes", "0x0080", "sha256", "argon2id",
+# "base64-encoded", "uint64", "i32"), e-mail addresses.
+_NOT_A_SECRET = re.compile(
+    r"""(?ix)^(?:
+        v?\d+(?:\.\d+)+[\w.\-]{0,20}
+      | \d+[-_]?[a-z]{1,12}
+      | [-+]?(?:0x[0-9a-f_]{1,64}|0o[0-7_]{1,64}|0b[01_]{1,128}|\d[\d_]{0,64}(?:\.\d{1,64})?(?:e[-+]?\d{1,4})?)[a-z]{0,3}
+      | (?:sha|md|argon|pbkdf|base|utf|hs|rs|es|ps|aes|rsa|ed|crc|blake|x|u?int|float|complex
+          |oauth|http|ipv|tls|ssl|tlsv|sslv)[-_]?\d{1,6}[a-z0-9]{0,4}(?:[-_][a-z]{1,20}){0,3}
+      | [iuf](?:8|16|32|64|128) | u?int\d{1,3}_t | usize | isize | k8s
+      | [\w.+\-]{1,64}@[\w\-]{1,63}(?:\.[\w\-]{1,63}){1,8}
+    )$"""
+)
+_SYMBOL = re.compile(r"[!@#$%^&*+=~|?]")
+
+
+def _spoken_secret(value: str) -> bool:
+    """A short credential stated outside a string literal ("the password is hunter2-Zq9",
+    ``passwd=hunter2``): a letter with a digit or symbol, and not code, vocabulary or a path."""
+    if not 6 <= len(value) <= 200 or value.startswith(_ALREADY) or "://" in value:
+        return False
+    if _PLACEHOLDER.match(value) or _DOTTED.match(value) or _GIT_SHA.match(value) or _NOT_A_SECRET.match(value):
+        return False
+    if not re.search(r"[A-Za-z]", value) or not (re.search(r"[0-9]", value) or _SYMBOL.search(value)):
+        return False
+    return not _looks_like_identifier(value)
+
+
+def _spoken_bare(value: str) -> bool:
+    """Like :func:`_spoken_secret`, for a value given without any connecting word ("pwd X"): a
+    path or option there is far more likely than a credential."""
+    return "/" not in value and not value.startswith("-") and _spoken_secret(value)
+
+
+_PLAIN_NAME = re.compile(r"[A-Za-z_]\w*")
+
+
+def _spoken_operand(value: str) -> bool:
+    """A bare value after ``=`` or ``:``. Passwords may be short, but short ones count only when
+    they cannot be a variable (``passwd=hunter2-Zq9`` is a password, ``password = hashed2`` code)."""
+    return _bare_secret(value) or (_spoken_secret(value) and not _PLAIN_NAME.fullmatch(value))
+
+
+def _random_operand(value: str) -> bool:
+    """A random-looking bare value that is not a type or variable name (``Ed25519PrivateKey``)."""
+    return _high_entropy(value) and not _looks_like_identifier(value)
+
+
+def _webhook_token(value: str) -> bool:
+    """A webhook path that carries a random token in one of its segments."""
+    return any(_high_entropy(part) for part in value.split("/"))
 
 
 def _url_password(value: str) -> bool:
@@ -138,6 +218,29 @@ def _named_quoted(names: str) -> re.Pattern[str]:
 
 def _named_bare(names: str) -> re.Pattern[str]:
     return re.compile(f"(?m)(?i:{names})" + _END_OF_NAME + _BARE_VALUE)
+
+
+# Prose: the secret word, an optional "for the admin account", a verb ("is", "was set to") or
+# an operator, then one word, optionally quoted. Trailing punctuation ends the sentence, not the
+# value; anything else glued to the word (a call, a subscript) means code, and no match.
+_SPOKEN_NAMES = (r"secret|token|credentials?|apikey"
+                 r"|(?:api|access|secret|private|signing|encryption|license|deploy|auth|bot)[ _-]?(?:key|token)")
+_SPOKEN_VALUE = (r"""["'`]?(?P<v>[^\s"'`<>()\[\]{},;]{0,199}[^\s"'`<>()\[\]{},;.:!?])"""
+                 r"""(?=[.,;:!?]{0,5}(?:[\s"'`)\]}>]|$))""")
+_VERB = (r"(?:(?:is|was|are|were)(?:[ \t]+(?:now|still|currently|temporarily))?"
+         r"(?:[ \t]+(?:set|changed|reset|rotated)[ \t]+to)?|(?:set|changed|reset|rotated)[ \t]+to)")
+
+
+def _spoken(names: str, *, verb: bool) -> re.Pattern[str]:
+    """``<name> [for the admin account] is <value>`` (``verb``) or ``<name>: <value>``."""
+    # Markdown emphasis may wrap the label: "**Password:** X", "**Token**: X".
+    link = f"[ \\t]+(?i:{_VERB})[ \\t]+" if verb else r"[ \t]*(?::=|=>|[:=])\*{0,2}[ \t]*"
+    return re.compile(
+        f"(?i:{names})" + r"(?![A-Za-z0-9_])"
+        + (r"(?:[ \t]+(?i:for|of|on)(?:[ \t]+[\w.@\-]{1,40}){1,3}?)?" if verb else r"[\"'*]{0,2}")
+        + link + _SPOKEN_VALUE,
+        re.MULTILINE,
+    )
 
 
 def _r(kind: str, pattern: str, needles: tuple[str, ...], **kw: Any) -> _Rule:
@@ -176,6 +279,14 @@ _RULES: tuple[_Rule, ...] = (
        ("hooks.slack.com",)),
     _r("discord-webhook", r"https://(?:ptb\.|canary\.)?discord(?:app)?\.com/api/webhooks/\d+/[A-Za-z0-9_\-]{20,255}",
        ("/api/webhooks/",)),
+    _r("teams-webhook",
+       r"https://(?:[A-Za-z0-9\-]{1,63}\.webhook\.office\.com/webhookb2|outlook\.office(?:365)?\.com/webhook)"
+       r"/[A-Za-z0-9@/\-]{20,600}",
+       ("webhook.office.com", "outlook.office")),
+    # Any other incoming-webhook URL whose path carries a random token (Mattermost, Rocket.Chat,
+    # self-hosted relays): the token is hidden, the host and route stay.
+    _r("webhook-url", r"/(?:hooks|webhooks?)/(?P<v>[A-Za-z0-9_\-]{1,200}(?:/[A-Za-z0-9_\-]{1,200}){0,4})",
+       ("/hooks/", "/webhook/", "/webhooks/"), group=1, check=_webhook_token),
     _r("stripe-key", _NOT_BEFORE + r"(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,255}", ("_live_", "_test_")),
     _r("stripe-webhook-secret", _NOT_BEFORE + r"whsec_[A-Za-z0-9]{24,255}", ("whsec_",)),
     _r("google-api-key", _NOT_BEFORE + r"AIza[0-9A-Za-z_\-]{35}(?![A-Za-z0-9_\-])", ("aiza",)),
@@ -214,14 +325,33 @@ _RULES: tuple[_Rule, ...] = (
     _Rule("password", _named_quoted(_PASSWORD_NAMES), 2, _literal_secret, ("pass", "pwd")),
     _Rule("secret", _named_quoted(_STRONG_NAMES), 2, _token_literal, ("secret", "token", "key", "conn")),
     _Rule("secret", _named_quoted(_WEAK_NAMES), 2, _high_entropy, ("key", "hmac", "salt", "credential")),
-    _Rule("password", _named_bare(_PASSWORD_NAMES), 1, _bare_secret, ("pass", "pwd")),
+    _Rule("password", _named_bare(_PASSWORD_NAMES), 1, _spoken_operand, ("pass", "pwd")),
     _Rule("secret", _named_bare(_STRONG_NAMES), 1, _bare_secret, ("secret", "token", "key", "conn")),
-    _Rule("secret", _named_bare(_WEAK_NAMES), 1, _high_entropy, ("key", "hmac", "salt", "credential")),
+    _Rule("secret", _named_bare(_WEAK_NAMES), 1, _random_operand, ("key", "hmac", "salt", "credential")),
+    # Credentials stated in prose: comments, docstrings, commit messages, runbooks.
+    _Rule("password", _spoken(_PASSWORD_NAMES, verb=True), 1, _spoken_secret, ("pass", "pwd")),
+    _Rule("password", _spoken(_PASSWORD_NAMES, verb=False), 1, _spoken_operand, ("pass", "pwd")),
+    _Rule("secret", _spoken(_SPOKEN_NAMES, verb=True), 1, _spoken_secret, ("secret", "token", "key", "credential")),
+    _Rule("secret", _spoken(_SPOKEN_NAMES, verb=False), 1, _spoken_operand, ("secret", "token", "key", "credential")),
+    _Rule("password", re.compile(f"(?i:{_PASSWORD_NAMES})" + _END_OF_NAME + r"[ \t]+" + _SPOKEN_VALUE), 1,
+          _spoken_bare, ("pass", "pwd")),
 )
 
+# Identifies the rules: whatever was redacted under other rules (a cache, say) must be redacted
+# again. Pattern changes show in the fingerprint by themselves; bump the version when a check does.
+RULES_VERSION = 2
+FINGERPRINT = hashlib.blake2b(
+    "\0".join([str(RULES_VERSION), *(f"{r.kind}:{r.group}:{r.pattern.pattern}" for r in _RULES)]).encode(),
+    digest_size=8,
+).hexdigest()
 
-def redact(text: str) -> tuple[str, int]:
-    """Replace secrets in ``text`` with ``[REDACTED:<kind>]``; return the new text and the count."""
+
+def redact(text: str, *, keep_lines: bool = False) -> tuple[str, int]:
+    """Replace secrets in ``text`` with ``[REDACTED:<kind>]``; return the new text and the count.
+
+    ``keep_lines`` keeps the line count: a redacted multi-line secret (a private key block) leaves
+    its line breaks after the marker, so line numbers into the text stay right.
+    """
     if not text:
         return text, 0
     low = text.lower()
@@ -229,14 +359,17 @@ def redact(text: str) -> tuple[str, int]:
     for rule in _RULES:
         if rule.needles and not any(n in low for n in rule.needles):
             continue
-        text, n = _apply(rule, text)
+        text, n = _apply(rule, text, keep_lines)
         total += n
     return text, total
 
 
-def _apply(rule: _Rule, text: str) -> tuple[str, int]:
+def _apply(rule: _Rule, text: str, keep_lines: bool = False) -> tuple[str, int]:
     count = 0
-    marker = MARKER.format(rule.kind)
+    base_marker = MARKER.format(rule.kind)
+
+    def marker_for(secret: str) -> str:
+        return base_marker + "\n" * secret.count("\n") if keep_lines else base_marker
 
     def sub(match: re.Match[str]) -> str:
         nonlocal count
@@ -248,12 +381,12 @@ def _apply(rule: _Rule, text: str) -> tuple[str, int]:
             base = match.start()
             count += 1
             whole = match.group(0)
-            return whole[: start - base] + marker + whole[end - base :]
+            return whole[: start - base] + marker_for(value) + whole[end - base :]
         value = match.group(0)
         if rule.check and not rule.check(value):
             return value
         count += 1
-        return marker
+        return marker_for(value)
 
     return rule.pattern.sub(sub, text), count
 
@@ -263,4 +396,4 @@ def contains_secret(text: str) -> bool:
     return redact(text)[1] > 0
 
 
-__all__ = ["MARKER", "contains_secret", "redact"]
+__all__ = ["FINGERPRINT", "MARKER", "RULES_VERSION", "contains_secret", "redact"]

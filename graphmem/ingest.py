@@ -15,12 +15,15 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
+import shutil
 import subprocess
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -32,11 +35,13 @@ from extractors.incidents import extract_incident, is_incident_report
 from extractors.ownership import ServiceMap, Team, extract_ownership, teams_from_config
 from extractors.policy import Policy, read_project_config
 from extractors.prose_mentions import prose_mentions
+from extractors.secrets import FINGERPRINT as REDACTION_RULES
 from extractors.secrets import redact
 from extractors.text import Vocabulary
+from extractors.validity import date_from_history
 from graphmem.errors import ConfigError, GraphmemError, IngestRefused
 from graphmem.model import NodeKind, Provenance, Relationship, RelType, now_iso, service_key, symbol_parts
-from graphmem.stores.base import GraphStore, Keep, WriteSummary
+from graphmem.stores.base import INCOMPLETE, GraphStore, Keep, WriteSummary
 
 Progress = Callable[[str, int, int], None]  # (stage, done, total)
 
@@ -112,9 +117,27 @@ def content_hash(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
-def _parse(args: tuple[str, bytes]) -> dict:
+def _redact_facts(value: Any) -> Any:
+    """``value`` (a part of parsed facts) with secrets redacted in every string, line counts kept:
+    symbols point at lines of the source."""
+    if isinstance(value, str):
+        return redact(value, keep_lines=True)[0]
+    if isinstance(value, list):
+        return [_redact_facts(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _redact_facts(v) for k, v in value.items()}
+    return value
+
+
+def _parse(args: tuple[str, bytes]) -> tuple[dict, int]:
+    """Parse one file into redacted facts, so its raw text goes nowhere (not into the facts cache,
+    not between processes); also how many secrets its source held."""
     path, data = args
-    return code.parse_file(path, data).to_dict()
+    facts = code.parse_file(path, data).to_dict()
+    source, found = redact(facts.pop("source"), keep_lines=True)
+    redacted = {name: _redact_facts(value) for name, value in facts.items()}
+    redacted["source"] = source
+    return redacted, found
 
 
 def _symbol_ranges(path: str, data: bytes) -> list[tuple[str, int, int]]:
@@ -125,10 +148,37 @@ def _symbol_ranges(path: str, data: bytes) -> list[tuple[str, int, int]]:
 
 
 class FactsCache:
-    """Parsed code facts by content hash, so an unchanged file is never parsed twice."""
+    """Parsed code facts by content hash, so an unchanged file is never parsed twice.
+
+    Holds redacted facts only. The folder is stamped with the redaction rules it was written
+    under; entries from before redaction, or from other rules, may hold what today's rules hide,
+    so they are all dropped when the stamp differs.
+    """
+
+    FORMAT = f"redacted {REDACTION_RULES}"
+    _ENTRY_DIR = re.compile(r"[0-9a-f]{2}")
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
+
+    @classmethod
+    def open(cls, directory: Path) -> FactsCache:
+        """The cache in ``directory``, emptied first if it was written under other rules."""
+        stamp = directory / "FORMAT"
+        try:
+            current = stamp.read_text(encoding="utf-8").strip()
+        except OSError:
+            current = None
+        if current != cls.FORMAT:
+            if directory.is_dir():
+                for child in directory.iterdir():
+                    if child.is_dir() and cls._ENTRY_DIR.fullmatch(child.name):
+                        shutil.rmtree(child, ignore_errors=True)
+            directory.mkdir(parents=True, exist_ok=True)
+            tmp = stamp.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(cls.FORMAT + "\n", encoding="utf-8")
+            tmp.replace(stamp)
+        return cls(directory)
 
     def _path(self, digest: str) -> Path:
         return self.directory / digest[:2] / f"{digest}.json"
@@ -140,6 +190,7 @@ class FactsCache:
             return None
 
     def put(self, digest: str, facts: dict) -> None:
+        """Store facts as :func:`_parse` returns them (redacted)."""
         path = self._path(digest)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
@@ -277,13 +328,13 @@ def ingest(
             "if the files were really removed, run again with --allow-removal.")
     report.unchanged = len(hashes) - len(changed)
     since = store.get_meta("last_commit")
-    if not changed and not deleted and (head is None or since == head):
+    if not changed and not deleted and (head is None or since == head) and not store.get_meta(INCOMPLETE):
         # The verification pass found nothing new: the graph is up to date.
         report.seconds = time.perf_counter() - started
         return report
 
     # --- code: parse what is new, reuse cached facts for the rest, resolve across the project ---
-    cache = FactsCache(Path(cache_dir) / "facts")
+    cache = FactsCache.open(Path(cache_dir) / "facts")
     code_paths = [p for p in hashes if code.supports(p)]
     facts: dict[str, code.FileFacts] = {}
     to_parse: list[str] = []
@@ -303,20 +354,24 @@ def ingest(
     if len(jobs) >= PARALLEL_PARSE_MIN and workers > 1:
         with ProcessPoolExecutor(max_workers=workers) as pool:
             parsed = pool.map(_parse, jobs, chunksize=16)
-            for i, ((path, _), result) in enumerate(zip(jobs, parsed)):
+            for i, ((path, _), (result, found)) in enumerate(zip(jobs, parsed)):
                 cache.put(cache_keys[path], result)
                 facts[path] = code.FileFacts.from_dict(result)
+                report.redactions += found if path in changed else 0
                 note("parse", i + 1, len(jobs))
     else:
         for i, job in enumerate(jobs):
-            result = _parse(job)
+            result, found = _parse(job)
             cache.put(cache_keys[job[0]], result)
             facts[job[0]] = code.FileFacts.from_dict(result)
+            report.redactions += found if job[0] in changed else 0
             note("parse", i + 1, len(jobs))
     code_graph = code.build_graph(facts, commit=head)
     for f in facts.values():
         if f.has_syntax_errors:
             report.skipped.append(Skipped(f.path, "syntax errors: kept what parsed"))
+        if f.decode_errors and f.path in changed:
+            report.skipped.append(Skipped(f.path, "not UTF-8: read in the encoding it declares, else Windows-1252"))
 
     # --- ownership and services (small: always rebuilt) ---
     services, teams = _services_and_teams(config, list(hashes), root.name, report)
@@ -370,18 +425,27 @@ def ingest(
                            service_of=services.service_of)
     batch = Extraction().extend(ownership).extend(code_part).extend(docs).extend(history).extend(prose)
     batch.rels += dependencies
-    report.redactions = redact_extraction(batch)
-    note("write", 0, 1)
-    # Nodes first (services, teams and owners included): other facts point at them. Then what the
-    # changed and vanished sources no longer say is withdrawn, leaving what they say again as is.
-    report.written.add(store.upsert(batch.nodes, [], []))
-    report.written.add(store.upsert([], batch.rels, batch.chunks))
-    if changed or deleted or rewritten:
-        report.written.add(store.close_sources(sorted(changed | deleted) + rewritten,
-                                               keep=Keep.of(batch.nodes, batch.rels, batch.chunks)))
-    store.set_source_states({**{p: hashes[p] for p in changed}, **{p: None for p in deleted}})
-    store.set_meta({"last_commit": head, "last_ingested_at": now_iso(), "root": str(root)})
-    note("write", 1, 1)
+    report.redactions += redact_extraction(batch)  # code was redacted when parsed: these are the rest
+    # Facts start when the history says they began to hold, not at this ingest.
+    date_from_history(batch, root, rev=head)
+    # Progress in elements written, stage by stage (a Neo4j write can take a while).
+    total = len(batch.nodes) + len(batch.rels) + len(batch.chunks)
+    note("write", 0, total)
+    with store.atomic():
+        # Where the writes cannot go in together (Neo4j), readers see that they are under way, and a
+        # killed ingest leaves the mark (and its sources still unrecorded, so the next one redoes them).
+        store.set_meta({INCOMPLETE: now_iso()})
+        # Nodes first (services, teams and owners included): other facts point at them. Then what the
+        # changed and vanished sources no longer say is withdrawn, leaving what they say again as is.
+        report.written.add(store.upsert(batch.nodes, [], []))
+        note("write", len(batch.nodes), total)
+        report.written.add(store.upsert([], batch.rels, batch.chunks))
+        note("write", total, total)
+        if changed or deleted or rewritten:
+            report.written.add(store.close_sources(sorted(changed | deleted) + rewritten,
+                                                   keep=Keep.of(batch.nodes, batch.rels, batch.chunks)))
+        store.set_source_states({**{p: hashes[p] for p in changed}, **{p: None for p in deleted}})
+        store.set_meta({"last_commit": head, "last_ingested_at": now_iso(), "root": str(root), INCOMPLETE: None})
     # One line per skipped path (a broken graphmem.toml is noticed by more than one reader).
     report.skipped = list({item.path: item for item in reversed(report.skipped)}.values())[::-1]
     report.seconds = time.perf_counter() - started
