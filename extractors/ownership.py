@@ -448,8 +448,10 @@ def build_ownership(
     def prov(path: str, conf: float = 1.0) -> Provenance:
         return Provenance(path, EXTRACTOR, VERSION, source_commit=source_commit, confidence=conf)
 
-    def add_rel(src: str, rtype: RelType, dst: str, source: str, conf: float = 1.0) -> None:
-        rels.setdefault((src, rtype.value, dst), Relationship(src, rtype, dst, prov(source, conf)))
+    def add_rel(src: str, rtype: RelType, dst: str, source: str, conf: float = 1.0, line: int | None = None) -> None:
+        # ``line``: the CODEOWNERS line that says it (its history dates the ownership).
+        props = {"line": line} if line is not None else {}
+        rels.setdefault((src, rtype.value, dst), Relationship(src, rtype, dst, prov(source, conf), props))
 
     tokens = rules.tokens()
     co_source = rules.source or "CODEOWNERS"
@@ -496,7 +498,7 @@ def build_ownership(
         if rule is not None:
             for key in rule.owners:
                 add_owner(key, co_source)
-                add_rel(key, RelType.OWNS, svc.key, co_source)
+                add_rel(key, RelType.OWNS, svc.key, co_source, line=rule.line)
         service_owners[svc.name] = set(rule.owners) if rule else set()
         for dep in svc.depends_on:
             add_rel(svc.key, RelType.DEPENDS_ON, service_key(dep), CONFIG_FILE)
@@ -506,14 +508,15 @@ def build_ownership(
         if name is not None:
             svc = services.services[name]
             add_rel(svc.key, RelType.CONTAINS, file_key(path), CONFIG_FILE if svc.declared else (svc.root or "."))
-        owners = rules.owners_of(path)
+        file_rule = rules.rule_for(path)
+        owners = list(file_rule.owners) if file_rule else []
         if not owners:
             continue
         if name is not None and set(owners) == service_owners.get(name):
             continue  # already said once, at the service
         for key in owners:
             add_owner(key, co_source)
-            add_rel(key, RelType.OWNS, file_key(path), co_source)
+            add_rel(key, RelType.OWNS, file_key(path), co_source, line=file_rule.line if file_rule else None)
 
     out.nodes.extend(nodes.values())
     out.rels.extend(rels.values())

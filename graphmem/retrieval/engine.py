@@ -223,6 +223,10 @@ class Retriever:
             timings["vector"] = _ms(t)
         t = time.perf_counter()
         chunks = self.store.get_chunks_by_id({cid for hits in chunk_hits.values() for cid, _ in hits})
+        if as_of is not None:  # the text indexes hold today's chunks: keep those whose node held then
+            held = {key for key, node in self.store.get_nodes({c.node_key for c in chunks.values()}).items()
+                    if node.valid_at(as_of)}
+            chunks = {cid: c for cid, c in chunks.items() if c.node_key in held}
         for name, hits in chunk_hits.items():
             ranking: list[str] = []
             scores: dict[str, float] = {}
@@ -246,7 +250,11 @@ class Retriever:
                                 depth.lexical_seeds)
             result = self.graph.retrieve(question, lexical_seeds=seeds, k=depth.node_candidates * 2, as_of=as_of,
                                          query_vec=cands.query_vec)
-            hits = [h for h in result.hits if keep(h.key, None)][:depth.node_candidates]
+            hits = [h for h in result.hits if keep(h.key, None)]
+            if as_of is not None:  # a node the question names is a seed even where it did not exist yet
+                held = {key for key, node in self.store.get_nodes({h.key for h in hits}).items() if node.valid_at(as_of)}
+                hits = [h for h in hits if h.key in held]
+            hits = hits[:depth.node_candidates]
             cands.rankings["graph"] = [h.key for h in hits]
             cands.scores["graph"] = {h.key: h.score for h in hits}
             cands.paths = {h.key: h.path for h in result.hits}

@@ -1,0 +1,75 @@
+"""Facts start when the repository's history says they began to hold, not at the ingest."""
+
+from __future__ import annotations
+
+import subprocess
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from graphmem.api import Graphmem
+from graphmem.config import Settings
+from graphmem.model import to_iso
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True).stdout
+
+
+def shifted(when: str, days: int) -> str:
+    return to_iso(datetime.fromisoformat(when.replace("Z", "+00:00")) + timedelta(days=days))
+
+
+@pytest.fixture(scope="module")
+def acme(tmp_path_factory: pytest.TempPathFactory, example_org: tuple) -> Any:
+    home = tmp_path_factory.mktemp("validity")
+    started = to_iso(datetime.now(timezone.utc))
+    gm = Graphmem(Settings(store="embedded", home=home), "acme")
+    gm.ingest(example_org[0], llm=False)
+    yield gm, example_org[0], example_org[1], started
+    gm.close()
+
+
+def test_files_and_symbols_start_at_the_commit_that_added_them(acme: Any) -> None:
+    gm, repo, facts, started = acme
+    path = facts["adrs"]["adr:5"]["implemented_by"][0]["files"][1].removeprefix("file:")
+    added = git(repo, "log", "--reverse", "--diff-filter=A", "--format=%cI", "--", path).split()[0]
+    node = gm.store.get_node(f"file:{path}")
+    assert node is not None and node.valid_from == to_iso(added)
+    assert node.provenance.ingested_at is None or node.provenance.ingested_at >= started  # provenance: the ingest
+    # a symbol starts no earlier than its file, and no later than the first commit that touched it
+    symbols = [n for n in gm.store.iter_nodes() if n.key.startswith(f"sym:{path}::")]
+    assert symbols and all(to_iso(added) <= n.valid_from < started for n in symbols)
+
+
+def test_codeowners_ownership_starts_when_its_line_was_written(acme: Any) -> None:
+    gm, repo, _, _ = acme
+    owns = [r for r in gm.store.get_relationships(["service:billing"]) if r.type.value == "OWNS"]
+    assert owns and all(isinstance(r.props.get("line"), int) for r in owns)
+    rel = owns[0]
+    blame = git(repo, "blame", "--line-porcelain", "-L", f"{rel.props['line']},+1", "HEAD", "--",
+                rel.provenance.source_path)
+    written = int(next(line.split()[1] for line in blame.splitlines() if line.startswith("committer-time ")))
+    assert rel.valid_from == to_iso(datetime.fromtimestamp(written, tz=timezone.utc))
+    before = [r for r in gm.store.get_relationships(["service:billing"], as_of=shifted(rel.valid_from, -1))
+              if r.type.value == "OWNS"]
+    after = [r for r in gm.store.get_relationships(["service:billing"], as_of=shifted(rel.valid_from, 1))
+             if r.type.value == "OWNS"]
+    assert not before and {r.src for r in after} == {r.src for r in owns}
+
+
+def test_as_of_shows_the_past(acme: Any) -> None:
+    gm, repo, facts, _ = acme
+    first = git(repo, "log", "--reverse", "--format=%cI").split()[0]
+    assert gm.query("Who owns billing?", as_of=shifted(first, -30)).results == []  # before the repository
+    last = git(repo, "log", "-1", "--format=%cI").strip()
+    owners = [h.key for h in gm.query("Who owns billing?", as_of=shifted(last, 1), k=5).results]
+    assert "team:payments" in owners
+    # a decision is absent before the date it states
+    adr = gm.store.get_node("adr:5")
+    assert adr is not None and adr.valid_from.startswith(str(adr.props["date"])[:10])
+    hits = gm.query("Publish ledger entries through Kafka", as_of=shifted(adr.valid_from, -1), k=10).results
+    assert "adr:5" not in [h.key for h in hits]
+    assert "adr:5" in [h.key for h in gm.query("Publish ledger entries through Kafka", k=10).results]
