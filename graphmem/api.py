@@ -9,10 +9,16 @@
             print(hit.rank, hit.key, hit.evidence)
 
 The command line, the MCP server and the evaluation harness all go through this class.
+
+One ``Graphmem`` may answer from several threads at once. ``query`` first drops indexes another
+process has saved since they were loaded, and the store reloads a graph another process changed,
+so every answer reflects the latest committed ingest. ``ingest`` syncs a fork of the indexes and
+swaps it in whole at the end, so queries running meanwhile use the old indexes or the new ones.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
@@ -56,6 +62,7 @@ class Graphmem:
         self._retriever: Retriever | None = None
         self._reader: GraphStore | None = None  # the schema-free connection of cypher()
         self.now = now
+        self._parts_lock = threading.RLock()  # parts are opened once even when threads ask together
 
     @classmethod
     def open(cls, project: str, *, store: str | None = None, home: str | Path | None = None,
@@ -74,9 +81,11 @@ class Graphmem:
     @property
     def store(self) -> GraphStore:
         if self._store is None:
-            from graphmem.stores import open_store
+            with self._parts_lock:
+                if self._store is None:
+                    from graphmem.stores import open_store
 
-            self._store = open_store(self.settings, self.project)
+                    self._store = open_store(self.settings, self.project)
         return self._store
 
     @property
@@ -86,25 +95,33 @@ class Graphmem:
     @property
     def indexes(self) -> Indexes:
         if self._indexes is None:
-            from graphmem.retrieval.indexes import Indexes
+            with self._parts_lock:
+                if self._indexes is None:
+                    from graphmem.retrieval.indexes import Indexes
 
-            self._indexes = Indexes(index_dir(self.settings, self.project), embedder=self._embedder,
-                                    cache_dir=self.cache_dir)
+                    self._indexes = Indexes(index_dir(self.settings, self.project), embedder=self._embedder,
+                                            cache_dir=self.cache_dir)
         return self._indexes
 
     @property
     def reranker(self) -> Reranker | None:
         if self._reranker == "auto":
-            self._reranker = _load_reranker(self.settings.home, self.project)
+            with self._parts_lock:
+                if self._reranker == "auto":
+                    self._reranker = _load_reranker(self.settings.home, self.project)
         return self._reranker  # type: ignore[return-value]
 
     @property
     def retriever(self) -> Retriever:
-        if self._retriever is None:
-            from graphmem.retrieval.engine import Retriever
+        retriever = self._retriever
+        if retriever is None:
+            with self._parts_lock:
+                if self._retriever is None:
+                    from graphmem.retrieval.engine import Retriever
 
-            self._retriever = Retriever(self.store, self.indexes, reranker=self.reranker, now=self.now)
-        return self._retriever
+                    self._retriever = Retriever(self.store, self.indexes, reranker=self.reranker, now=self.now)
+                retriever = self._retriever
+        return retriever
 
     # --- work -----------------------------------------------------------------------------------
 
@@ -146,13 +163,20 @@ class Graphmem:
                       progress=progress)
 
     def sync_indexes(self, *, progress: Progress | None = None, full: bool = False) -> SyncReport:
-        """Apply the graph's chunk changes to the BM25 and vector indexes."""
-        return self.indexes.sync(self.store, progress=progress, full=full)
+        """Apply the graph's chunk changes to the BM25 and vector indexes.
+
+        The work happens on a fork of the indexes (loaded apart, same embedder), swapped in when
+        saved: queries from other threads meanwhile never see an index half updated."""
+        fork = self.indexes.fork()
+        report = fork.sync(self.store, progress=progress, full=full)
+        self.indexes.adopt(fork)
+        return report
 
     def query(self, text: str, *, mode: str | RetrievalConfig = DEFAULT_MODE, k: int = 10, kinds: list[str] | None = None,
               path_prefix: str | None = None, now: datetime | None = None, as_of: str | None = None) -> Answer:
         """Answer a question (see :class:`graphmem.retrieval.engine.Retriever`); ``as_of`` (ISO time)
         walks the graph as it was then."""
+        self.indexes.refresh()  # indexes another process saved since they were loaded
         answer = self.retriever.query(text, mode=mode, k=k, kinds=kinds, path_prefix=path_prefix, now=now,
                                       as_of=as_of)
         since = self.store.get_meta(INCOMPLETE)
@@ -181,11 +205,13 @@ class Graphmem:
         """A Neo4j connection that, unlike :attr:`store`, applies no schema: an account that may only
         read can still run Cypher."""
         if self._reader is None:
-            from graphmem.stores.neo4j import Neo4jStore
+            with self._parts_lock:
+                if self._reader is None:
+                    from graphmem.stores.neo4j import Neo4jStore
 
-            n = self.settings.neo4j
-            self._reader = Neo4jStore.connect(self.project, uri=n.uri, username=n.username, password=n.password,
-                                              database=n.database)
+                    n = self.settings.neo4j
+                    self._reader = Neo4jStore.connect(self.project, uri=n.uri, username=n.username,
+                                                      password=n.password, database=n.database)
         return self._reader
 
     def train_reranker(self, *, time_budget: float | None = 600.0, max_pairs: int = 4000,
@@ -209,8 +235,7 @@ class Graphmem:
         before = self.check_indexes()
         out: dict[str, Any] = {"indexes": before.as_dict(), "repaired": None}
         if repair and not before.ok:
-            self.indexes.reload()
-            report = self.indexes.sync(self.store, full=before.error is not None)
+            report = self.sync_indexes(full=before.error is not None)  # a fork reads the files afresh
             out["repaired"] = report.as_dict()
             out["after"] = self.check_indexes().as_dict()
         return out

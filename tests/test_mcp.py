@@ -1,6 +1,7 @@
 """The MCP server end to end: the SDK's own client over stdio (embedded store) and streamable HTTP
 (Neo4j), a raw stdio exchange whose stdout must hold protocol messages only, and the tools'
-behaviour in process."""
+behaviour in process: bounded arguments and replies, repository text only in untrusted_ fields.
+(Freshness and concurrency: test_mcp_concurrency.py.)"""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +24,8 @@ from mcp.client.stdio import StdioServerParameters
 
 from graphmem.api import Graphmem
 from graphmem.config import Settings
-from graphmem.mcp_server import CONTENT_NOTICE, Service, build_server
+from graphmem.mcp_server import CONTENT_NOTICE, LIMITS, Service, build_server, fit_reply
+from graphmem.model import NodeKind
 from tests.conftest import NOW
 
 TOOLS = {"search", "explain", "get_node", "neighbors", "cypher", "ingest", "status"}
@@ -72,6 +75,7 @@ def test_stdio_with_the_sdk_client(acme_home: Path, example_org: tuple[Path, dic
             assert gold[0] in [hit["key"] for hit in answer["results"][:2]]
             top = answer["results"][0]
             assert "text" not in top and top["untrusted_text"]
+            assert "name" not in top and "untrusted_name" in top
             assert top["provenance"]["extractor"] and answer["content_notice"] == CONTENT_NOTICE
             resources = {str(r.uri) for r in (await client.list_resources()).resources}
             assert {"graphmem://schema", "graphmem://queries"} <= resources
@@ -208,10 +212,13 @@ def test_tools_in_process(acme_home: Path, example_org: tuple[Path, dict[str, An
         async with Client(build_server(service)) as client:
             node = payload(await client.call_tool("get_node", {"key": incident}))
             assert node["node"]["kind"] == "incident" and node["node"]["provenance"]["source_path"]
+            assert node["node"]["untrusted_name"] and "untrusted_props" in node["node"]
+            assert "name" not in node["node"] and "props" not in node["node"]
             assert node["relationships"]["out"]["CAUSED_BY"] >= 1 and node["passages"][0]["untrusted_text"]
             near = payload(await client.call_tool("neighbors", {"key": incident, "rel_types": ["caused_by"],
                                                                 "direction": "out"}))
             assert [n["key"] for n in near["neighbors"]] == [cause]
+            assert "untrusted_name" in near["neighbors"][0] and near["content_notice"] == CONTENT_NOTICE
             why = payload(await client.call_tool("explain", {"source": cause, "target": incident}))
             assert why["paths"] and why["paths"][0]["rels"][0]["type"] == "CAUSED_BY"
             assert why["paths"][0]["rels"][0]["provenance"]["extractor"]
@@ -222,17 +229,127 @@ def test_tools_in_process(acme_home: Path, example_org: tuple[Path, dict[str, An
                 ("neighbors", {"key": incident, "rel_types": ["LIKES"]}, "unknown relationship types"),
                 ("ingest", {"path": str(example_org[0])}, "ingest is limited"),
                 ("cypher", {"query": "MATCH (n) RETURN n"}, "needs the Neo4j store"),
+                # oversized arguments: refused at once, and the error does not repeat them
+                ("search", {"question": "why? " * 200_000}, "at most 4,000 are accepted"),
+                ("search", {"question": "why?", "k": 1000}, "k must be between 1 and 100"),
+                ("search", {"question": "why?", "mode": "m" * 100_000}, "unknown mode"),
+                ("search", {"question": "why?", "kinds": ["commit"] * 1000}, "at most 50 are accepted"),
+                ("search", {"question": "why?", "path_prefix": "p/" * 10_000}, "path_prefix has"),
+                ("get_node", {"key": "service:" + "x" * 100_000}, "at most 2,048 are accepted"),
+                ("get_node", {"key": incident, "chunks": 10_000}, "chunks must be between 0 and 20"),
+                ("neighbors", {"key": incident, "limit": 10_000}, "limit must be between 1 and 500"),
+                ("explain", {"source": cause, "target": incident, "max_depth": 50}, "max_depth must be"),
+                ("cypher", {"query": "MATCH (n) RETURN n " + " " * 30_000}, "at most 20,000 are accepted"),
+                ("cypher", {"query": "RETURN $p", "params": {"p": "x" * 30_000}}, "params (as JSON) has"),
+                ("ingest", {"path": "/" + "a" * 10_000}, "at most 4,096 are accepted"),
             ]:
                 result = await client.call_tool(tool, args)
                 assert result.is_error and message in result.content[0].text, (tool, result.content[0].text)
+                assert len(result.content[0].text) < 600, (tool, len(result.content[0].text))
         async with Client(build_server(fresh)) as client:
             report = payload(await client.call_tool("ingest", {"path": str(example_org[0])}))
             assert report["written"]["nodes"] > 100
+            assert report["content_notice"] == CONTENT_NOTICE and "skipped" not in report
+            assert isinstance(report["untrusted_skipped"], list)
             status = payload(await client.call_tool("status", {}))
             assert status["indexes"]["ok"] and status["nodes"]["service"] == len(facts["services"])
+            assert status["content_notice"] == CONTENT_NOTICE and status["ingest_running"] is None
 
     try:
         asyncio.run(session())
     finally:
         service.close()
         fresh.close()
+
+
+def outside_fence(value: Any, needle: str, path: str = "") -> list[str]:
+    """Where ``needle`` occurs in an answer outside any field whose name starts with untrusted_."""
+    if isinstance(value, str):
+        return [path] if needle in value else []
+    if isinstance(value, dict):
+        return [p for k, v in value.items() if not str(k).startswith("untrusted_")
+                for p in outside_fence(v, needle, f"{path}.{k}")]
+    if isinstance(value, list):
+        return [p for i, v in enumerate(value) for p in outside_fence(v, needle, f"{path}[{i}]")]
+    return []
+
+
+def test_repository_text_stays_inside_untrusted_fields(acme_home: Path,
+                                                         example_org: tuple[Path, dict[str, Any]]) -> None:
+    """Commit messages, names and docstrings reach the agent only inside untrusted_ fields, through
+    every tool that returns them."""
+    service = Service(Settings(store="embedded", home=acme_home), "acme")
+    store = service.graphmem().store
+    commits = [n for n in store.iter_nodes([NodeKind.COMMIT]) if n.props.get("message")]
+    symbols = [n for n in store.iter_nodes([NodeKind.SYMBOL]) if n.props.get("docstring")]
+    assert commits and symbols
+    texts = [(commits[0].key, commits[0].props["message"].split("\n")[0]),
+             (symbols[0].key, str(symbols[0].props["docstring"])[:40])]
+    text, _ = question(example_org[1], "org-4")
+
+    async def session() -> None:
+        async with Client(build_server(service)) as client:
+            for key, needle in texts:
+                node = payload(await client.call_tool("get_node", {"key": key}))
+                assert outside_fence(node, needle) == [] and needle in json.dumps(node["node"]["untrusted_props"])
+                near = payload(await client.call_tool("neighbors", {"key": key, "depth": 2}))
+                other = near["neighbors"][0]["key"]
+                why = payload(await client.call_tool("explain", {"source": key, "target": other}))
+                found = payload(await client.call_tool("search", {"question": text, "k": 20}))
+                commits_found = payload(await client.call_tool("search", {"question": "which commits changed "
+                                                                          "the billing service?", "k": 20,
+                                                                          "kinds": ["commit"]}))
+                for answer in (near, why, found, commits_found):
+                    assert answer["content_notice"] == CONTENT_NOTICE
+                    assert outside_fence(answer, needle) == [], outside_fence(answer, needle)
+                for hit in commits_found["results"]:
+                    assert "name" not in hit and hit["untrusted_name"] and hit["untrusted_text"]
+                assert "linked" not in found["analysis"]
+
+    try:
+        asyncio.run(session())
+    finally:
+        service.close()
+
+
+def test_replies_fit_well_under_the_clients_message_limit(tmp_path: Path) -> None:
+    """Hits whose passages are full of quotes, backslashes and non-ASCII text (what JSON escapes
+    most): the answer is cut to the reply budget, and the whole message the SDK sends stays within
+    four times that budget, which the default keeps far below the 1 MiB a client accepts."""
+    assert 4 * LIMITS.reply_bytes < 1024 * 1024 * 0.7
+    repo = tmp_path / "repo"
+    (repo / "pkg").mkdir(parents=True)
+    nasty = ('"\\ ünïcødé — “quoted” \\n ' * 120)
+    for i in range(4):
+        (repo / "pkg" / f"m{i}.py").write_text("".join(
+            f'def handler_{i}_{j}(x):\n    r"""Handle the ledger {j}. {nasty}"""\n    return x\n\n\n'
+            for j in range(10)))
+    budget = 30_000  # the 40 passages take about 85 kB: cut to fit
+    service = Service(Settings(store="embedded", home=tmp_path / "home"), "big", ingest_roots=[tmp_path],
+                      limits=replace(LIMITS, reply_bytes=budget))
+
+    async def session() -> None:
+        async with Client(build_server(service)) as client:
+            payload(await client.call_tool("ingest", {"path": str(repo)}))
+            result = await client.call_tool("search", {"question": "handle the ledger", "k": 100, "mode": "bm25"})
+            answer = payload(result)
+            assert len(answer["results"]) >= 20 and answer["clipped"]
+            assert all(hit["untrusted_text"] for hit in answer["results"])
+            assert len(json.dumps(answer, ensure_ascii=False, separators=(",", ":")).encode()) <= budget
+            message = result.model_dump_json(by_alias=True).encode()
+            assert len(message) <= 4 * budget, len(message)
+
+    try:
+        asyncio.run(session())
+    finally:
+        service.close()
+
+
+def test_fit_reply_clips_texts_then_drops_rows() -> None:
+    rows = [{"n": i, "text": "x" * 2000, "keys": [f"k{j}" for j in range(500)]} for i in range(5000)]
+    answer = fit_reply({"columns": ["n", "text", "keys"], "untrusted_rows": rows}, 100_000, items="untrusted_rows")
+    assert len(json.dumps(answer, separators=(",", ":")).encode()) <= 100_000
+    assert answer["truncated"] and "left out" in answer["note"] and answer["clipped"]
+    assert answer["untrusted_rows"][0]["n"] == 0 and len(answer["untrusted_rows"][0]["text"]) < 2000
+    small = {"results": [{"untrusted_text": "short"}]}
+    assert fit_reply(dict(small), 100_000, items="results") == small  # what fits is left alone

@@ -146,6 +146,10 @@ class BM25Index:
         order = np.lexsort((self._ids[cand], -cand_scores))[:k]
         return list(zip(self._ids[cand[order]].tolist(), cand_scores[order].astype(np.float64).tolist()))
 
+    def prepare(self) -> None:
+        """Build the weight matrix now, so that concurrent searches of an index nobody edits only read."""
+        self._build()
+
     def _query_terms(self, query: str) -> list[int]:
         """Distinct known term ids of the query, in first-seen order (a repeated term counts once)."""
         get = self._vocab.get

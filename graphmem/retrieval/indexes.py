@@ -6,13 +6,22 @@ Vectors are cached by text digest per embedder, so re-ingesting unchanged text e
 
 Both indexes are saved atomically; BM25 first, then the vectors, whose saved digests are the record
 of what was indexed: after a crash between the two the next sync simply re-applies the change.
+
+Several threads may query one ``Indexes`` while a ``fork`` of it syncs (``Graphmem`` does so): the
+fork loads its own copies, and ``adopt`` swaps them in whole once they are saved, so a query never
+sees an index half updated. ``refresh`` notices files another process has saved since they were
+loaded (by file identity: two ``stat`` calls) and drops the stale copies.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
+from collections import deque
 import sqlite3
+import threading
 import time
+import weakref
 import zipfile
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -32,6 +41,104 @@ if TYPE_CHECKING:
 
 Progress = Callable[[str, int, int], None]
 EMBED_BATCH = 256
+# Texts per encode call while syncing: the embedder serves one caller at a time, so a query waiting
+# behind an ingest's embedding waits for one such part (a fraction of a second), not a whole batch.
+ENCODE_PART = 32
+FileId = tuple[int, int, int, int]
+
+
+def file_id(path: Path) -> FileId | None:
+    """Identity of a file's current contents (device, inode, size, mtime): an atomic save replaces
+    the inode, so a changed identity means another copy was saved. ``None`` when it is missing."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+class FairLock:
+    """A lock granted in the order it was asked for.
+
+    ``threading.Lock`` lets the thread that releases it take it straight back, so an ingest
+    embedding part after part could keep a query waiting for the whole ingest; here the releasing
+    thread hands it to the longest waiter.
+    """
+
+    def __init__(self) -> None:
+        self._mutex = threading.Lock()
+        self._waiters: deque[threading.Lock] = deque()
+        self._held = False
+
+    def acquire(self) -> None:
+        with self._mutex:
+            if not self._held:
+                self._held = True
+                return
+            gate = threading.Lock()
+            gate.acquire()
+            self._waiters.append(gate)
+        gate.acquire()  # released by the holder, which hands the lock over
+
+    def release(self) -> None:
+        with self._mutex:
+            if self._waiters:
+                self._waiters.popleft().release()  # still held: now by the waiter
+            else:
+                self._held = False
+
+    @property
+    def waiting(self) -> int:
+        """How many threads wait for it."""
+        with self._mutex:
+            return len(self._waiters)
+
+    def __enter__(self) -> FairLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+_ENCODE_LOCKS: weakref.WeakKeyDictionary[Any, FairLock] = weakref.WeakKeyDictionary()
+_ENCODE_LOCKS_GUARD = threading.Lock()
+
+
+def _encode_lock(embedder: Any) -> FairLock:
+    """One lock per embedder object, shared by every wrapper of it."""
+    with _ENCODE_LOCKS_GUARD:
+        try:
+            lock = _ENCODE_LOCKS.get(embedder)
+            if lock is None:
+                lock = _ENCODE_LOCKS[embedder] = FairLock()
+        except TypeError:  # not weakly referenceable: a lock of its own wrapper
+            lock = FairLock()
+        return lock
+
+
+class SerialEmbedder:
+    """An embedder whose encode calls take turns.
+
+    The backends keep per-call state on the model object (the tokenizer's truncation length,
+    sentence-transformers' ``max_seq_length``), so two threads encoding at once could truncate each
+    other's texts. Everything but the encode calls is passed through.
+    """
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner = inner
+        self._lock = _encode_lock(inner)
+
+    def encode(self, texts: Sequence[str], **kwargs: Any) -> np.ndarray:
+        with self._lock:
+            return self.inner.encode(texts, **kwargs)
+
+    def encode_query(self, text: str) -> np.ndarray:
+        with self._lock:
+            return self.inner.encode_query(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
 
 
 def document_text(chunk: Chunk) -> str:
@@ -123,17 +230,28 @@ class Indexes:
 
     The embedder is loaded only when something needs embedding (or a vector query is asked), so a
     sync that finds nothing new, or a BM25 query, never loads a model.
+
+    Loading and swapping are thread-safe and searching loaded indexes is read-only; ``sync`` edits
+    the loaded indexes in place, so while other threads query, sync a ``fork`` and ``adopt`` it.
     """
 
     def __init__(self, directory: str | Path, *, embedder: Embedder | Callable[[], Embedder] | None = None,
-                 cache_dir: str | Path | None = None, hnsw_threshold: int = DEFAULT_HNSW_THRESHOLD) -> None:
+                 cache_dir: str | Path | None = None, hnsw_threshold: int = DEFAULT_HNSW_THRESHOLD,
+                 prepare: bool = True) -> None:
         self.directory = Path(directory)
+        # Build the search structures as an index is loaded, once, rather than by the first queries
+        # at the same time; a fork about to be edited skips it (adopt builds them).
+        self._prepare = prepare
         self.cache_dir = Path(cache_dir) if cache_dir is not None else self.directory / "cache"
         self.hnsw_threshold = hnsw_threshold
         self._embedder_source = embedder
         self._embedder: Embedder | None = None
         self._bm25: BM25Index | None = None
         self._vectors: VectorIndex | None = None
+        # Identity of the file each loaded index was read from (or saved to): see refresh().
+        self._bm25_id: FileId | None = None
+        self._vectors_id: FileId | None = None
+        self._lock = threading.RLock()
 
     # --- parts ----------------------------------------------------------------------------------
 
@@ -147,9 +265,14 @@ class Indexes:
 
     @property
     def embedder(self) -> Embedder:
-        if self._embedder is None:
-            self._embedder = self._make_embedder()
-        return self._embedder
+        embedder = self._embedder
+        if embedder is None:
+            with self._lock:
+                if self._embedder is None:
+                    made = self._make_embedder()
+                    self._embedder = made if isinstance(made, SerialEmbedder) else SerialEmbedder(made)  # type: ignore[assignment]
+                embedder = self._embedder
+        return embedder
 
     def _make_embedder(self) -> Embedder:
         source = self._embedder_source
@@ -163,9 +286,17 @@ class Indexes:
 
     @property
     def bm25(self) -> BM25Index:
-        if self._bm25 is None:
-            self._bm25 = BM25Index.load(self.bm25_path)
-        return self._bm25
+        index = self._bm25
+        if index is None:
+            with self._lock:
+                if self._bm25 is None:
+                    ident = file_id(self.bm25_path)
+                    loaded = BM25Index.load(self.bm25_path)
+                    if self._prepare:
+                        loaded.prepare()
+                    self._bm25, self._bm25_id = loaded, ident
+                index = self._bm25
+        return index
 
     @property
     def vectors(self) -> VectorIndex:
@@ -178,11 +309,19 @@ class Indexes:
         return index
 
     def _load_vectors(self) -> VectorIndex:
-        if self._vectors is None:
+        index = self._vectors
+        if index is None:
             emb = self.embedder
-            self._vectors = VectorIndex.load(self.vectors_path, dim=emb.dim, model=emb.fingerprint(),
-                                             hnsw_threshold=self.hnsw_threshold)
-        return self._vectors
+            with self._lock:
+                if self._vectors is None:
+                    ident = file_id(self.vectors_path)
+                    loaded = VectorIndex.load(self.vectors_path, dim=emb.dim, model=emb.fingerprint(),
+                                              hnsw_threshold=self.hnsw_threshold)
+                    if self._prepare:
+                        loaded.prepare()
+                    self._vectors, self._vectors_id = loaded, ident
+                index = self._vectors
+        return index
 
     def saved_vector_ids(self, *, from_disk: bool = False) -> dict[int, int]:
         """Chunk id -> digest of what the vector index holds (as saved with ``from_disk``), read
@@ -209,7 +348,46 @@ class Indexes:
 
     def reload(self) -> None:
         """Forget loaded indexes (another process may have synced)."""
-        self._bm25 = self._vectors = None
+        with self._lock:
+            self._bm25 = self._vectors = None
+            self._bm25_id = self._vectors_id = None
+
+    def refresh(self) -> bool:
+        """Drop each loaded index whose file another process (or another ``Indexes``) has saved
+        since; the next use loads the new one. Cheap enough to call before every query."""
+        dropped = False
+        with self._lock:
+            if self._bm25 is not None and file_id(self.bm25_path) != self._bm25_id:
+                self._bm25, self._bm25_id, dropped = None, None, True
+            if self._vectors is not None and file_id(self.vectors_path) != self._vectors_id:
+                self._vectors, self._vectors_id, dropped = None, None, True
+        return dropped
+
+    def fork(self) -> Indexes:
+        """Another handle on the same files and embedder with nothing loaded: ``sync`` it while
+        this one serves queries, then ``adopt`` it."""
+        return Indexes(self.directory, embedder=lambda: self.embedder, cache_dir=self.cache_dir,
+                       hnsw_threshold=self.hnsw_threshold, prepare=False)
+
+    def adopt(self, other: Indexes) -> None:
+        """Serve from the indexes ``other`` holds (a fork that has synced and saved them): each is
+        swapped in whole, so a concurrent query uses the old one or the new one. ``other`` lets go
+        of them, so nothing edits them again."""
+        with other._lock:
+            taken = (other._bm25, other._bm25_id, other._vectors, other._vectors_id)
+            other._bm25 = other._vectors = None
+            other._bm25_id = other._vectors_id = None
+        bm25, bm25_id, vectors, vectors_id = taken
+        if vectors is not None and vectors.replaced_model:
+            vectors = None
+        for index in (bm25, vectors):  # built before the swap: nobody else holds them yet
+            if index is not None:
+                index.prepare()
+        with self._lock:
+            if bm25 is not None:
+                self._bm25, self._bm25_id = bm25, bm25_id
+            if vectors is not None:
+                self._vectors, self._vectors_id = vectors, vectors_id
 
     # --- keeping in step ------------------------------------------------------------------------
 
@@ -229,7 +407,7 @@ class Indexes:
         except StoreError:
             indexed = {}
         if full:
-            self._bm25 = BM25Index()
+            self._bm25, self._bm25_id = BM25Index(), None
         changed = [cid for cid, d in digests.items() if indexed.get(cid) != d]
         removed = [cid for cid in indexed if cid not in chunks]
         bm25 = self.bm25
@@ -247,6 +425,7 @@ class Indexes:
             bm25.remove(bm25_remove)
             bm25.add((cid, texts[cid]) for cid in sorted(bm25_add))
         bm25.save(self.bm25_path)
+        self._bm25_id = file_id(self.bm25_path)
 
         vectors = self._load_vectors() if not full else VectorIndex(
             self.embedder.dim, model=self.embedder.fingerprint(), hnsw_threshold=self.hnsw_threshold)
@@ -261,6 +440,7 @@ class Indexes:
                                report, note)
             vectors.add(todo, vecs, [digests[c] for c in todo])
         vectors.save(self.vectors_path)
+        self._vectors_id = file_id(self.vectors_path)
         report.seconds = time.perf_counter() - started
         return report
 
@@ -276,9 +456,14 @@ class Indexes:
                 if d in known:
                     out[i] = known[d]
             report.from_cache = len(texts) - len(missing)
+            # Sorted by kind and length, so each small encode call pads about as little as one
+            # large call that sorts internally would.
+            missing.sort(key=lambda i: (chunks[i].kind, len(texts[i])))
             for start in range(0, len(missing), EMBED_BATCH * 4):
                 part = missing[start:start + EMBED_BATCH * 4]
-                vecs = emb.encode([texts[i] for i in part], kinds=[chunks[i].kind for i in part])
+                vecs = np.concatenate([
+                    emb.encode([texts[i] for i in piece], kinds=[chunks[i].kind for i in piece])
+                    for piece in (part[j:j + ENCODE_PART] for j in range(0, len(part), ENCODE_PART))])
                 out[part] = vecs
                 cache.put_many((digests[i], vecs[j]) for j, i in enumerate(part))
                 report.embedded += len(part)

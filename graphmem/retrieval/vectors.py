@@ -143,6 +143,11 @@ class VectorIndex:
                 break
         return out
 
+    def prepare(self) -> None:
+        """Build the FAISS index now, so that concurrent searches of an index nobody edits only read."""
+        if len(self._ids):
+            self._index()
+
     def _index(self) -> faiss.Index:
         want_hnsw = self.kind == "hnsw"
         stale = (self._faiss is None or want_hnsw != (not isinstance(self._faiss, faiss.IndexIDMap2))

@@ -7,6 +7,16 @@ relationship type), which serves every read. Chunks stay on disk only.
 
 Several processes may use one home: writes take SQLite's write lock, and every call first checks
 ``PRAGMA data_version`` so a graph changed by another process is reloaded before it is read.
+
+Several threads may share one store. Reads run concurrently: they hold a shared lock while they
+walk the in-memory graph, and read SQL (chunks, meta) through a connection of their own thread,
+which sees the last commit and never waits for a writer. One write runs at a time; it changes the
+in-memory graph only under the exclusive lock, once its transaction is durable, and a reload
+builds the new graph first and swaps it in under that lock: a reader sees a write whole or not at
+all. Inside ``atomic()`` the writing thread reads through the main connection, its own writes
+included, and the in-memory graph takes each write as it comes, so other threads reading the same
+store object see them before the commit; a second store object sees the whole block once it is
+committed (how the MCP server's ingest and its readers share a home).
 """
 
 from __future__ import annotations
@@ -128,6 +138,48 @@ class _Codec:
         return sources
 
 
+class _ReadWriteLock:
+    """Many readers or one writer. A waiting writer goes first, so a stream of readers cannot keep
+    it out. Not reentrant: a thread must not take it again while it holds it."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        self._readers = 0
+        self._writing = False
+        self._waiting = 0
+
+    @contextmanager
+    def read(self) -> Iterator[None]:
+        with self._cond:
+            while self._writing or self._waiting:
+                self._cond.wait()
+            self._readers += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._readers -= 1
+                if not self._readers:
+                    self._cond.notify_all()
+
+    @contextmanager
+    def write(self) -> Iterator[None]:
+        with self._cond:
+            self._waiting += 1
+            try:
+                while self._writing or self._readers:
+                    self._cond.wait()
+            finally:
+                self._waiting -= 1
+            self._writing = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._writing = False
+                self._cond.notify_all()
+
+
 class EmbeddedStore(TraversalMixin):
     """A project's graph in ``<home>/<project>``, with no server."""
 
@@ -141,7 +193,14 @@ class EmbeddedStore(TraversalMixin):
         # source path -> node keys / relationship idents that list it among their sources
         self._node_sources: dict[str, set[str]] = {}
         self._rel_sources: dict[str, set[RelIdent]] = {}
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()  # one writer (or reload) at a time; owns the main connection
+        self._rw = _ReadWriteLock()  # readers of the in-memory graph against its changes
+        self._local = threading.local()
+        self._read_conns: dict[int, sqlite3.Connection] = {}  # by thread ident, to close them
+        self._conns_lock = threading.Lock()  # guards _read_conns (never held while waiting on others)
+        self._version_lock = threading.Lock()  # readers' data_version checks on the main connection
+        self._epoch = 0  # bumped by close(): a thread's read connection from before is stale
+        self._atomic_thread: int | None = None  # the thread inside atomic(), if any
 
     # --- connection and loading -----------------------------------------------------------------
 
@@ -155,6 +214,12 @@ class EmbeddedStore(TraversalMixin):
         return self._dir
 
     def _conn(self) -> sqlite3.Connection:
+        if self._db is not None:
+            return self._db
+        with self._lock:
+            return self._open()
+
+    def _open(self) -> sqlite3.Connection:
         if self._db is None:
             try:
                 self._dir.mkdir(parents=True, exist_ok=True)
@@ -171,17 +236,70 @@ class EmbeddedStore(TraversalMixin):
             self._db = db
         return self._db
 
+    def _read_conn(self) -> sqlite3.Connection:
+        """This thread's read-only connection (opened on first use)."""
+        local = self._local
+        if getattr(local, "epoch", None) == self._epoch and local.conn is not None:
+            return local.conn  # type: ignore[no-any-return]
+        self._conn()  # creates the database and its tables
+        try:
+            conn = sqlite3.connect(self._dir / "graph.sqlite", timeout=60, isolation_level=None,
+                                   check_same_thread=False)
+            conn.execute("PRAGMA query_only=1")
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(f"cannot open the embedded store in {self._dir}: {exc}") from exc
+        with self._conns_lock:
+            # Connections of threads that have ended are closed here, not left to pile up.
+            alive = {t.ident for t in threading.enumerate()}
+            for ident in [i for i in self._read_conns if i not in alive]:
+                self._read_conns.pop(ident).close()
+            old = self._read_conns.get(threading.get_ident())
+            if old is not None:
+                old.close()
+            self._read_conns[threading.get_ident()] = conn
+            local.conn, local.epoch = conn, self._epoch
+        return conn
+
+    def _reads(self) -> sqlite3.Connection:
+        """The connection to read SQL with: the main one for the thread inside ``atomic()`` (its
+        writes are not committed yet), else the thread's own read connection."""
+        if self._atomic_thread == threading.get_ident():
+            return self._conn()
+        return self._read_conn()
+
+    def _seen_version(self, db: sqlite3.Connection) -> int:
+        """``data_version`` of the main connection, which changes with commits of other connections
+        only (this store's own writes are already in memory). Readers of all threads ask it on the
+        main connection while a writer may be using it: SQLite serialises the calls, and the lock
+        plus SQL text of their own keep two threads from stepping one cached statement at once."""
+        with self._version_lock:
+            return int(db.execute("PRAGMA main.data_version").fetchone()[0])
+
     def _sync(self) -> sqlite3.Connection:
-        """The connection, after reloading the graph if another connection changed it."""
+        """The main connection, after reloading the graph if another connection changed the
+        database. Called before taking the read lock, never while holding it."""
         db = self._conn()
-        version = db.execute("PRAGMA data_version").fetchone()[0]
-        if version != self._version:
-            with _gc_paused():
-                self._load(db)
-            self._version = version
+        if self._seen_version(db) == self._version:
+            return db
+        with self._lock:  # no write of this store is under way: the graph may be replaced
+            db = self._conn()
+            version = self._seen_version(db)
+            if version != self._version:
+                snapshot = not db.in_transaction
+                if snapshot:
+                    db.execute("BEGIN")  # one snapshot for all the tables
+                try:
+                    with _gc_paused():
+                        self._load(db)
+                finally:
+                    if snapshot:
+                        db.execute("COMMIT")
+                self._version = version
         return db
 
     def _load(self, db: sqlite3.Connection) -> None:
+        """Read the whole graph from ``db``, then swap it in under the exclusive lock (readers
+        meanwhile keep using the one they have)."""
         graph = nx.MultiDiGraph()
         node_sources: dict[str, set[str]] = {}
         rel_sources: dict[str, set[RelIdent]] = {}
@@ -205,8 +323,9 @@ class EmbeddedStore(TraversalMixin):
             for s in srcs:
                 rel_sources.setdefault(s, set()).add((src, typ, dst))
         _add_edges(graph, edges)
-        self._graph, self._node_sources, self._rel_sources = graph, node_sources, rel_sources
-        self._codec = codec
+        with self._rw.write():
+            self._graph, self._node_sources, self._rel_sources = graph, node_sources, rel_sources
+            self._codec = codec
 
     def _write(self, db: sqlite3.Connection, work) -> None:  # type: ignore[no-untyped-def]
         """Run ``work(db)`` in one IMMEDIATE transaction against an up-to-date graph."""
@@ -215,7 +334,9 @@ class EmbeddedStore(TraversalMixin):
 
     def _write_now(self, db: sqlite3.Connection, work) -> None:  # type: ignore[no-untyped-def]
         if db.in_transaction:  # inside atomic(): that transaction commits or rolls back everything
-            work(db)()
+            apply = work(db)
+            with self._rw.write():
+                apply()
             return
         try:
             db.execute("BEGIN IMMEDIATE")
@@ -231,7 +352,8 @@ class EmbeddedStore(TraversalMixin):
         except BaseException:
             db.execute("ROLLBACK")
             raise
-        apply()  # the in-memory graph changes only once the transaction is durable
+        with self._rw.write():
+            apply()  # the in-memory graph changes only once the transaction is durable
 
     def ensure_schema(self) -> None:
         self._conn()
@@ -255,18 +377,27 @@ class EmbeddedStore(TraversalMixin):
                     if version != self._version:
                         self._load(db)
                         self._version = version
+                    self._atomic_thread = threading.get_ident()  # its reads see its own writes
                     yield
                 except BaseException:
+                    self._atomic_thread = None
                     db.execute("ROLLBACK")
                     self._load(db)  # the in-memory graph took the writes as they came: undo them
                     raise
+                self._atomic_thread = None
                 db.execute("COMMIT")
 
     def close(self) -> None:
-        if self._db is not None:
-            self._db.close()
-            self._db = None
-            self._version = None
+        with self._lock:
+            with self._conns_lock:
+                for conn in self._read_conns.values():
+                    conn.close()
+                self._read_conns.clear()
+                self._epoch += 1
+            if self._db is not None:
+                self._db.close()
+                self._db = None
+                self._version = None
 
     def __enter__(self) -> EmbeddedStore:
         return self
@@ -534,20 +665,20 @@ class EmbeddedStore(TraversalMixin):
     # --- reads ----------------------------------------------------------------------------------
 
     def get_node(self, key: str) -> Node | None:
-        with self._lock:
-            self._sync()
+        self._sync()
+        with self._rw.read():
             data = self._graph.nodes.get(key)
             return data["n"] if data else None
 
     def get_nodes(self, keys: Iterable[str]) -> dict[str, Node]:
-        with self._lock:
-            self._sync()
+        self._sync()
+        with self._rw.read():
             nodes = self._graph.nodes
             return {k: nodes[k]["n"] for k in keys if k in nodes}
 
     def get_relationships(self, keys: Iterable[str], *, as_of: str | None = None) -> list[Relationship]:
-        with self._lock:
-            self._sync()
+        self._sync()
+        with self._rw.read():
             graph = self._graph
             out: dict[RelIdent, Relationship] = {}
             for key in keys:
@@ -567,8 +698,8 @@ class EmbeddedStore(TraversalMixin):
         direction: Direction = "both",
         as_of: str | None = None,
     ) -> list[Edge]:
-        with self._lock:
-            self._sync()
+        self._sync()
+        with self._rw.read():
             graph = self._graph
             types = set(rel_types) if rel_types is not None else None
             out: list[Edge] = []
@@ -595,8 +726,8 @@ class EmbeddedStore(TraversalMixin):
         # incident_edges without the type and direction options, on networkx's adjacency dicts:
         # graph retrieval calls it on thousands of nodes per question. A hub is thinned before its
         # edges are made (Hub.thin's rule, counted over the same valid relationships).
-        with self._lock:
-            self._sync()
+        self._sync()
+        with self._rw.read():
             succ, pred, nodes = self._graph._succ, self._graph._pred, self._graph._node
             out: list[Edge] = []
             for key in keys:
@@ -620,8 +751,8 @@ class EmbeddedStore(TraversalMixin):
             return out
 
     def iter_nodes(self, kinds: Iterable[NodeKind] | None = None, *, include_closed: bool = False) -> Iterator[Node]:
-        with self._lock:
-            self._sync()
+        self._sync()
+        with self._rw.read():
             wanted = {k.prefix for k in kinds} if kinds is not None else None
             nodes = self._graph.nodes
             selected = [
@@ -633,49 +764,56 @@ class EmbeddedStore(TraversalMixin):
 
     def iter_rels(self, *, include_closed: bool = False) -> Iterator[Relationship]:
         """Every relationship, in identity order."""
-        with self._lock:
-            self._sync()
+        self._sync()
+        with self._rw.read():
             rels = [d["r"] for _, _, d in self._graph.edges(data=True)
                     if include_closed or d["r"].valid_to is None]
         return iter(sorted(rels, key=lambda r: r.ident))
 
     def _chunk_rows(self, sql: str, params: Sequence[object] = ()) -> list[Chunk]:
-        db = self._sync()
-        by_id = self._codec.by_id
-        return [Chunk(node_key, ordinal, text, kind, by_id[pid], start, end, cid)
-                for cid, node_key, ordinal, kind, text, start, end, _src, pid in db.execute(sql, params)]
+        self._sync()
+        db = self._reads()
+        rows = db.execute(sql, params).fetchall()
+        by_id = self._codec.by_id  # a writer may add to it meanwhile: looked up, never iterated
+        # A write commits its provenance records before it adds them to the codec: read those here.
+        unknown = {row[8] for row in rows if row[8] not in by_id}
+        extra = _read_provenance(db, unknown) if unknown else {}
+
+        def prov(pid: int) -> Provenance:
+            found = by_id.get(pid)
+            return found if found is not None else extra[pid]
+
+        return [Chunk(node_key, ordinal, text, kind, prov(pid), start, end, cid)
+                for cid, node_key, ordinal, kind, text, start, end, _src, pid in rows]
 
     def iter_chunks(self) -> Iterator[Chunk]:
-        with self._lock:
-            return iter(self._chunk_rows("SELECT * FROM chunks ORDER BY id"))
+        return iter(self._chunk_rows("SELECT * FROM chunks ORDER BY id"))
 
     def get_chunks(self, node_keys: Iterable[str]) -> list[Chunk]:
         keys = sorted(set(node_keys))
         out: list[Chunk] = []
-        with self._lock:
-            for i in range(0, len(keys), 500):
-                part = keys[i: i + 500]
-                out += self._chunk_rows(
-                    f"SELECT * FROM chunks WHERE node_key IN ({','.join('?' * len(part))})", part)
+        for i in range(0, len(keys), 500):
+            part = keys[i: i + 500]
+            out += self._chunk_rows(
+                f"SELECT * FROM chunks WHERE node_key IN ({','.join('?' * len(part))})", part)
         return sorted(out, key=lambda c: (c.node_key, c.ordinal))
 
     def get_chunks_by_id(self, ids: Iterable[int]) -> dict[int, Chunk]:
         wanted = sorted(set(ids))
         out: dict[int, Chunk] = {}
-        with self._lock:
-            for i in range(0, len(wanted), 500):
-                part = wanted[i: i + 500]
-                for c in self._chunk_rows(f"SELECT * FROM chunks WHERE id IN ({','.join('?' * len(part))})", part):
-                    out[c.id] = c
+        for i in range(0, len(wanted), 500):
+            part = wanted[i: i + 500]
+            for c in self._chunk_rows(f"SELECT * FROM chunks WHERE id IN ({','.join('?' * len(part))})", part):
+                out[c.id] = c
         return out
 
     def chunk_ids(self) -> set[int]:
-        with self._lock:
-            return {row[0] for row in self._conn().execute("SELECT id FROM chunks")}
+        return {row[0] for row in self._reads().execute("SELECT id FROM chunks").fetchall()}
 
     def counts(self) -> Counts:
-        with self._lock:
-            db = self._sync()
+        self._sync()
+        db = self._reads()
+        with self._rw.read():
             counts = Counts()
             for key, data in self._graph.nodes(data=True):
                 if data["n"].valid_to is None:
@@ -694,9 +832,8 @@ class EmbeddedStore(TraversalMixin):
     # --- project state --------------------------------------------------------------------------
 
     def get_meta(self, name: str) -> str | None:
-        with self._lock:
-            row = self._conn().execute("SELECT value FROM meta WHERE name=?", (name,)).fetchone()
-            return row[0] if row else None
+        rows = self._reads().execute("SELECT value FROM meta WHERE name=?", (name,)).fetchall()
+        return rows[0][0] if rows else None
 
     def set_meta(self, values: dict[str, str | None]) -> None:
         with self._lock, _transaction(self._conn()) as db:
@@ -705,8 +842,7 @@ class EmbeddedStore(TraversalMixin):
                            [(k, v) for k, v in values.items() if v is not None])
 
     def source_states(self) -> dict[str, str]:
-        with self._lock:
-            return dict(self._conn().execute("SELECT path, hash FROM source_states"))
+        return dict(self._reads().execute("SELECT path, hash FROM source_states").fetchall())
 
     def set_source_states(self, states: dict[str, str | None]) -> None:
         with self._lock, _transaction(self._conn()) as db:
@@ -720,6 +856,18 @@ class EmbeddedStore(TraversalMixin):
             for table in ("nodes", "rels", "chunks", "meta", "source_states", "provenance"):
                 db.execute(f"DELETE FROM {table}")  # noqa: S608 (fixed table names)
         self._version = None
+
+
+def _read_provenance(db: sqlite3.Connection, ids: set[int]) -> dict[int, Provenance]:
+    """Provenance records by id, read from the database."""
+    out: dict[int, Provenance] = {}
+    wanted = sorted(ids)
+    for i in range(0, len(wanted), 500):
+        part = wanted[i:i + 500]
+        for pid, data in db.execute(f"SELECT id, data FROM provenance WHERE id IN ({','.join('?' * len(part))})",
+                                    part).fetchall():
+            out[pid] = Provenance.from_props(orjson.loads(data))
+    return out
 
 
 def _add_edges(graph: nx.MultiDiGraph, rels: Iterable[Relationship]) -> None:

@@ -10,6 +10,7 @@ and keeps what is built once per catalog (name vectors, the layer, fact vectors)
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from os import PathLike
@@ -62,6 +63,7 @@ class GraphRetriever:
         self.walk_config = walk_config or WalkConfig()
         self.layer_config = layer_config or LayerConfig()
         self._built: _Built | None = None
+        self._refresh_lock = threading.Lock()  # one catalog build at a time when threads query together
 
     @property
     def embedder(self) -> Embedder | None:
@@ -74,10 +76,14 @@ class GraphRetriever:
     def refresh(self) -> _Built:
         """Check once whether the project changed since the catalog was built; rebuild if so."""
         stamp = self.store.get_meta("last_ingested_at")
-        if self._built is None or stamp != self._built.stamp:
-            cat = Catalog.build(self.store, fuzzy_min_length=self.link_config.fuzzy_min_length)
-            self._built = _Built(stamp, cat, project_names=self._project_names(cat))
-        return self._built
+        built = self._built
+        if built is None or stamp != built.stamp:
+            with self._refresh_lock:
+                built = self._built
+                if built is None or stamp != built.stamp:
+                    cat = Catalog.build(self.store, fuzzy_min_length=self.link_config.fuzzy_min_length)
+                    built = self._built = _Built(stamp, cat, project_names=self._project_names(cat))
+        return built
 
     @property
     def catalog(self) -> Catalog:
