@@ -43,6 +43,7 @@ class NodeKind(str, Enum):
     TICKET = "ticket"
     DOCUMENT = "document"
     ENTITY = "entity"
+    MEMORY = "memory"  # what an agent or a person told graphmem (a fact, convention, lesson...)
 
     @property
     def label(self) -> str:
@@ -66,7 +67,7 @@ NODE_LABEL = "Node"
 
 _ANY = frozenset(NodeKind)
 _CODE = frozenset({NodeKind.FILE, NodeKind.SYMBOL})
-_DOCS = frozenset({NodeKind.DECISION, NodeKind.INCIDENT, NodeKind.DOCUMENT, NodeKind.TICKET})
+_DOCS = frozenset({NodeKind.DECISION, NodeKind.INCIDENT, NodeKind.DOCUMENT, NodeKind.TICKET, NodeKind.MEMORY})
 _OWNERS = frozenset({NodeKind.TEAM, NodeKind.PERSON})
 
 
