@@ -1,17 +1,23 @@
 """Read-only Cypher for engineers: a checker, a guarded runner and the saved queries in ``cypher/saved/``.
 
-Two guards stand between a query and the graph:
+Three guards stand between a query and the graph:
 
 1. :func:`check_read_only` tokenizes the query the way Neo4j's parser reads it (unicode escapes,
    comments, string literals, backtick-quoted names) and refuses anything that writes or administers:
    updating clauses, schema and administration commands, ``LOAD CSV``, ``USE``, ``CALL { } IN
    TRANSACTIONS``, several statements, and every procedure or namespaced function that is not on an
-   allow-list of read-only ones.
-2. :func:`run_read_only` runs what passed in a READ access-mode transaction with a time limit, so
-   the server itself refuses a write the checker might have missed; that refusal is reported as
-   :class:`CypherRefused` too.
+   allow-list.
+2. :func:`scope_to_project` keeps the query to one project: every node pattern, wherever it stands
+   (MATCH, pattern predicates, ``EXISTS``/``COUNT``/``COLLECT`` subqueries, pattern comprehensions,
+   ``shortestPath``, quantified paths), gets ``project: $project`` in its property map, and the
+   only procedures allowed return schema, never nodes. Relationships are reached only through
+   their end nodes, and graphmem never links nodes of two projects, so they are scoped too.
+3. :func:`run_read_only` runs the result in a READ access-mode transaction with a time limit (at
+   most :func:`max_timeout_s`), so the server itself refuses a write the checker might have missed;
+   that refusal is :class:`CypherRefused`, a query stopped by the time limit :class:`CypherTimeout`,
+   one stopped by Neo4j's memory guards :class:`CypherOutOfMemory`.
 
-Queries always get ``$project`` (the store's project) so they can keep to one project's nodes.
+``$project`` is always the store's project.
 """
 
 from __future__ import annotations
@@ -20,7 +26,9 @@ import base64
 import json
 import math
 import re
+import os
 import time
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,6 +46,10 @@ class CypherRefused(CypherError):
 
 class CypherTimeout(CypherError):
     """The query ran past its time limit and was stopped."""
+
+
+class CypherOutOfMemory(CypherError):
+    """Neo4j stopped the query because it needed more memory than the server allows one query."""
 
 
 # --- the checker ----------------------------------------------------------------------------------
@@ -79,33 +91,38 @@ _SHOW_MODIFIERS = frozenset({"ALL", "RANGE", "FULLTEXT", "TEXT", "POINT", "VECTO
                              "UNIQUE", "UNIQUENESS", "NODE", "RELATIONSHIP", "REL", "KEY", "EXIST", "EXISTS",
                              "EXISTENCE", "PROPERTY", "TYPE", "BUILT", "IN", "USER", "DEFINED"})
 
-#: Procedures a query may CALL: each only reads (checked against the server's own list by the tests).
+#: Procedures a query may CALL: each only reads schema (labels, types, property keys, indexes),
+#: never nodes or relationships, so none can reach another project's data (checked against the
+#: server's own list by the tests).
 READ_ONLY_PROCEDURES = frozenset({
     "db.labels", "db.relationshipTypes", "db.propertyKeys",
     "db.schema.visualization", "db.schema.nodeTypeProperties", "db.schema.relTypeProperties",
-    "db.index.fulltext.queryNodes", "db.index.fulltext.queryRelationships",
     "db.index.fulltext.listAvailableAnalyzers",
-    "db.index.vector.queryNodes", "db.index.vector.queryRelationships",
     "apoc.help",
-    # apoc.meta.*: not the ``.of`` variants, which run a Cypher string of their own.
-    "apoc.meta.data", "apoc.meta.graph", "apoc.meta.graphSample", "apoc.meta.nodeTypeProperties",
-    "apoc.meta.relTypeProperties", "apoc.meta.schema", "apoc.meta.stats", "apoc.meta.subGraph",
-    "apoc.path.expand", "apoc.path.expandConfig", "apoc.path.spanningTree", "apoc.path.subgraphAll",
-    "apoc.path.subgraphNodes",
-    "apoc.neighbors.athop", "apoc.neighbors.athop.count", "apoc.neighbors.byhop",
-    "apoc.neighbors.byhop.count", "apoc.neighbors.tohop", "apoc.neighbors.tohop.count",
-    "apoc.algo.aStar", "apoc.algo.aStarConfig", "apoc.algo.allSimplePaths", "apoc.algo.dijkstra",
 })
+
+# Read-only procedures that are refused all the same, and why: each returns or counts nodes of
+# every project, which no rewrite of the query can confine to one.
+_CROSS_PROJECT_PROCEDURES = {
+    "db.index.fulltext.": "full-text index search returns the nodes of every project (use `graphmem query`)",
+    "db.index.vector.": "vector index search returns the nodes of every project (use `graphmem query`)",
+    "apoc.meta.": "apoc.meta reads and counts the nodes of every project",
+    "apoc.path.": "apoc.path expands from node ids, past the project's own nodes (use a MATCH pattern)",
+    "apoc.neighbors.": "apoc.neighbors expands from node ids, past the project's own nodes (use a MATCH pattern)",
+    "apoc.algo.": "apoc.algo walks from node ids, past the project's own nodes (use shortestPath in MATCH)",
+    "apoc.nodes.": "apoc.nodes reads nodes by id, whatever their project",
+}
 
 #: Namespaces of functions a query may call (unnamespaced built-ins such as ``count`` always can).
 #: Functions cannot write, except those that run Cypher of their own (``apoc.cypher.*``), which
-#: are not here; nor is anything under ``dbms.`` or ``graph.`` (other databases).
+#: are not here; nor is anything under ``dbms.`` or ``graph.`` (other databases), nor what reads
+#: nodes by id or counts them across projects (``apoc.nodes.*``, ``apoc.meta.nodes.count``).
 READ_ONLY_FUNCTION_PREFIXES = (
     "date.", "datetime.", "localdatetime.", "localtime.", "time.", "duration.", "point.", "vector.",
     "db.nameFromElementId",
     "apoc.agg.", "apoc.any.", "apoc.bitwise.", "apoc.coll.", "apoc.convert.", "apoc.data.", "apoc.date.",
-    "apoc.diff.", "apoc.hashing.", "apoc.json.", "apoc.label.", "apoc.map.", "apoc.math.", "apoc.meta.",
-    "apoc.node.", "apoc.nodes.", "apoc.number.", "apoc.path.", "apoc.rel.", "apoc.scoring.",
+    "apoc.diff.", "apoc.hashing.", "apoc.json.", "apoc.label.", "apoc.map.", "apoc.math.", "apoc.meta.cypher.",
+    "apoc.node.", "apoc.number.", "apoc.path.", "apoc.rel.", "apoc.scoring.",
     "apoc.temporal.", "apoc.text.", "apoc.util.", "apoc.version",
 )
 
@@ -160,12 +177,31 @@ def _where(query: str, offset: int) -> str:
     return f"line {line}, column {column}"
 
 
+# Neo4j's names follow Java's identifier rules, which take more characters than Python's isalnum:
+# letter numbers and connecting punctuation may start one; combining marks, currency signs, format
+# characters and the "ignorable" controls may continue one (measured against Neo4j 5.26's parser).
+# Splitting a name where Neo4j does not could hide a node pattern from scope_to_project.
+_NAME_START_CATEGORIES = frozenset({"Nl", "Pc"})
+_NAME_PART_CATEGORIES = frozenset({"Nl", "Pc", "Mn", "Mc", "Sc", "Cf"})
+
+
+def _is_ignorable_control(ch: str) -> bool:
+    code = ord(ch)
+    return code <= 0x08 or 0x0E <= code <= 0x1B or 0x7F <= code <= 0x9F
+
+
 def _is_word_start(ch: str) -> bool:
-    return ch.isalpha() or ch == "_"
+    return ch.isalpha() or ch == "_" or unicodedata.category(ch) in _NAME_START_CATEGORIES
 
 
 def _is_word_part(ch: str) -> bool:
-    return ch.isalnum() or ch == "_"
+    return ch.isalnum() or ch == "_" or unicodedata.category(ch) in _NAME_PART_CATEGORIES or \
+        _is_ignorable_control(ch)
+
+
+def _is_space(ch: str) -> bool:
+    # U+0085 is white space to Python but a part of a name to Neo4j.
+    return ch.isspace() and ch != "\x85"
 
 
 def _tokens(query: str) -> list[_Token]:
@@ -185,7 +221,7 @@ def _tokens(query: str) -> list[_Token]:
 
     while i < n:
         ch = text[i]
-        if ch.isspace():
+        if _is_space(ch):
             i += 1
         elif text.startswith("//", i):
             while i < n and text[i] not in "\n\r":
@@ -267,8 +303,8 @@ def _dotted_name(tokens: list[_Token], i: int) -> tuple[str, int]:
     return ".".join(parts), j
 
 
-def _refuse(query: str, tok: _Token, why: str) -> CypherRefused:
-    return CypherRefused(f"refused: {why} ({_where(query, tok.at)}); graphmem cypher runs read-only queries")
+def _refuse(query: str, tok: _Token, why: str, rule: str = "graphmem cypher runs read-only queries") -> CypherRefused:
+    return CypherRefused(f"refused: {why} ({_where(query, tok.at)}); {rule}")
 
 
 def check_read_only(query: str) -> None:
@@ -277,7 +313,8 @@ def check_read_only(query: str) -> None:
     What is refused, and why, is named in the message: an updating clause (CREATE, MERGE, SET,
     DELETE, REMOVE, FOREACH...), a schema or administration command, LOAD CSV, USE, CALL { } IN
     TRANSACTIONS, a second statement, a SHOW other than of indexes, constraints, procedures or
-    functions, a procedure outside :data:`READ_ONLY_PROCEDURES`, a namespaced function outside
+    functions, a procedure outside :data:`READ_ONLY_PROCEDURES` (schema only: index searches and
+    APOC's path and meta procedures read every project), a namespaced function outside
     :data:`READ_ONLY_FUNCTION_PREFIXES`.
     """
     if not isinstance(query, str) or not query.strip():
@@ -306,8 +343,10 @@ def check_read_only(query: str) -> None:
             if name.split(".")[0].lower() == "dbms":
                 raise _refuse(query, nxt, f"procedure {name}: dbms.* administers the server")
             if name not in READ_ONLY_PROCEDURES:
-                raise _refuse(query, nxt, f"procedure {name} is not on the read-only allow-list "
-                                          "(db.labels, db.schema.visualization, apoc.path.expand, ...)")
+                why = next((why for prefix, why in _CROSS_PROJECT_PROCEDURES.items() if name.startswith(prefix)),
+                           "it is not on the allow-list of schema procedures (db.labels, db.relationshipTypes, "
+                           "db.propertyKeys, db.schema.visualization, ...)")
+                raise _refuse(query, nxt, f"procedure {name}: {why}", _SCOPE_RULE)
             continue
         # A namespaced function call: a dotted name, not itself after a dot, followed by "(". (After
         # CALL the name is a procedure, checked above.)
@@ -341,6 +380,304 @@ def query_parameters(query: str) -> set[str]:
             and tokens[i + 1].kind in ("word", "name", "number")}
 
 
+# --- keeping a query to one project -----------------------------------------------------------------
+
+_SCOPE_RULE = "graphmem cypher reads only the project's own nodes"
+#: What every node pattern gets in its property map (``$project`` is always the store's project).
+PROJECT_PROPERTY = "project: $project"
+
+# Neo4j reads these as the lines and heads of relationship arrows, besides - < > (measured against
+# its parser): a pattern drawn with them is a pattern all the same.
+_DASHES = frozenset("-\u00ad\u2010\u2011\u2012\u2013\u2014\u2015\ufe58\ufe63\uff0d")
+_LEFT_HEADS = frozenset("<\u27e8\u3008\ufe64\uff1c")
+_RIGHT_HEADS = frozenset(">\u27e9\u3009\ufe65\uff1e")
+_OPENERS = {"(": ")", "[": "]", "{": "}"}
+_CLOSERS = {v: k for k, v in _OPENERS.items()}
+# Words that start a clause: the body of EXISTS { } / COUNT { } / COLLECT { } starting with one is a
+# full subquery (its MATCH clauses are scoped like any other); otherwise it is a list of patterns.
+_CLAUSE_WORDS = frozenset({"MATCH", "OPTIONAL", "WITH", "UNWIND", "CALL", "RETURN", "UNION", "USE", "FINISH",
+                           "LET", "FILTER", "ORDER", "SKIP", "LIMIT", "OFFSET", "LOAD", "CREATE", "MERGE",
+                           "SHOW", "FOREACH", "INSERT"})
+# Words between MATCH and a path: ANY SHORTEST, ALL SHORTEST, SHORTEST 2 GROUPS, ANY 3 PATHS...
+_SELECTOR_WORDS = frozenset({"ANY", "ALL", "SHORTEST", "PATH", "PATHS", "GROUP", "GROUPS"})
+_SHORTEST_FUNCTIONS = frozenset({"SHORTESTPATH", "ALLSHORTESTPATHS"})
+# After these (or the IS opening a label expression), a word in a node pattern is a label.
+_LABEL_OPERATORS = frozenset({":", "|", "&", "!"})
+
+
+class _Scoper:
+    """Finds every node pattern of a checked query and where ``project: $project`` goes in it.
+
+    The walk follows Cypher's grammar where patterns can stand: the pattern list of MATCH and of
+    ``EXISTS``/``COUNT``/``COLLECT { pattern }``, and, inside any expression, a path that starts
+    with a node pattern followed by a relationship (a pattern predicate, a pattern comprehension,
+    an argument of ``exists()`` or ``shortestPath()``). Neo4j parses no other node pattern in a
+    read query (CREATE and MERGE are refused before). Where the walk meets something that looks
+    like a pattern but cannot be read as one, the query is refused: nothing unscoped runs.
+    """
+
+    def __init__(self, query: str) -> None:
+        self.query = query
+        self.tokens = _tokens(query)
+        self.n = len(self.tokens)
+        self.partner = self._pair_brackets()
+        self.inserts: list[tuple[int, str]] = []  # (offset in the query, text to insert there)
+
+    # -- tokens ----------------------------------------------------------------------------------
+
+    def _pair_brackets(self) -> dict[int, int]:
+        partner: dict[int, int] = {}
+        stack: list[int] = []
+        for i, tok in enumerate(self.tokens):
+            if tok.kind != "symbol":
+                continue
+            if tok.text in _OPENERS:
+                stack.append(i)
+            elif tok.text in _CLOSERS:
+                if not stack or self.tokens[stack[-1]].text != _CLOSERS[tok.text]:
+                    raise CypherError(f"SyntaxError: {tok.text!r} closes nothing ({_where(self.query, tok.at)})")
+                opener = stack.pop()
+                partner[opener], partner[i] = i, opener
+        if stack:
+            tok = self.tokens[stack[-1]]
+            raise CypherError(f"SyntaxError: {tok.text!r} is never closed ({_where(self.query, tok.at)})")
+        return partner
+
+    def sym(self, i: int) -> str:
+        """The symbol at ``i`` with arrow look-alikes folded onto - < >, or "" for anything else."""
+        if not 0 <= i < self.n or self.tokens[i].kind != "symbol":
+            return ""
+        ch = self.tokens[i].text
+        return "-" if ch in _DASHES else "<" if ch in _LEFT_HEADS else ">" if ch in _RIGHT_HEADS else ch
+
+    def word(self, i: int) -> str:
+        """The upper-cased bare word at ``i``, or "" (backtick-quoted names are never keywords)."""
+        return self.tokens[i].text.upper() if 0 <= i < self.n and self.tokens[i].kind == "word" else ""
+
+    def keyword(self, i: int) -> str:
+        return (_keyword(self.tokens, i) or "") if 0 <= i < self.n else ""
+
+    def is_name(self, i: int) -> bool:
+        return 0 <= i < self.n and _is_name_token(self.tokens[i])
+
+    def refuse(self, i: int, what: str, hint: str = "") -> CypherRefused:
+        tok = self.tokens[min(i, self.n - 1)]
+        return _refuse(self.query, tok, f"cannot keep {what} to the project{'; ' + hint if hint else ''}",
+                       _SCOPE_RULE)
+
+    def insert_before(self, i: int, text: str) -> None:
+        self.inserts.append((self.tokens[i].at, text))
+
+    # -- the walk --------------------------------------------------------------------------------
+
+    def scan(self, lo: int, hi: int) -> None:
+        """Walk tokens ``lo``..``hi`` (clauses and expressions), scoping the patterns met."""
+        i = lo
+        while i < hi:
+            word = self.keyword(i)
+            if word == "MATCH" and self.word(i - 1) != "AS" and self.pattern_follows(i + 1, hi):
+                i = self.pattern_list(i + 1, hi)
+                continue
+            if word in ("EXISTS", "COUNT", "COLLECT") and self.sym(i + 1) == "{":
+                close = self.partner[i + 1]
+                if self.keyword(i + 2) in _CLAUSE_WORDS:
+                    self.scan(i + 2, close)
+                elif i + 2 < close:
+                    end = self.pattern_list(i + 2, close)
+                    self.scan(end, close)  # the WHERE after the patterns
+                i = close + 1
+                continue
+            if self.sym(i) == "(" and self.path_starts(i, hi):
+                i = self.path(i, hi)
+                continue
+            i += 1
+
+    def pattern_follows(self, i: int, hi: int) -> bool:
+        """Whether MATCH at ``i - 1`` starts a clause. Only a symbol other than ``(`` (or the end)
+        after it, or AS before it, makes it a variable's name (``WITH 1 AS match RETURN match.x``);
+        anything else is read as a pattern list, which refuses the query when it is none."""
+        return i < hi and (self.sym(i) == "(" or self.tokens[i].kind != "symbol")
+
+    def pattern_list(self, i: int, hi: int) -> int:
+        """Scope ``[var =] [selector] path, ...`` starting at ``i``; the index after it."""
+        while True:
+            if self.is_name(i) and self.sym(i + 1) == "=":
+                i += 2
+            while i < hi and (self.word(i) in _SELECTOR_WORDS or self.tokens[i].kind == "number"):
+                i += 1
+            i = self.path(i, hi)
+            if self.sym(i) != ",":
+                return i
+            i += 1
+
+    def path_starts(self, i: int, hi: int) -> bool:
+        """Whether the ``(`` at ``i``, met inside an expression, starts a path: a node pattern
+        followed by a relationship and another ``(``, or by a parenthesized path."""
+        if not self.node_shaped(i):
+            return False
+        after = self.partner[i] + 1
+        if self.sym(after) == "(":
+            return True
+        end = self.relationship(after, hi, scope=False)
+        return end is not None and self.sym(end) == "("
+
+    def node_shaped(self, i: int) -> bool:
+        """Whether the parentheses at ``i`` can hold a node pattern: ``(var :Label {..} WHERE ..)``,
+        each part optional. Liberal on purpose: a false yes costs a syntax error, a false no a leak."""
+        close = self.partner[i]
+        j = i + 1
+        if j == close or self.sym(j) in (":", "{", "$") or self.word(j) in ("IS", "WHERE"):
+            return True
+        return self.is_name(j) and (j + 1 == close or self.sym(j + 1) in (":", "{", "$")
+                                    or self.word(j + 1) in ("IS", "WHERE"))
+
+    def path(self, i: int, hi: int) -> int:
+        """Scope the path starting at ``i`` (node patterns, relationships, parenthesized and
+        quantified paths, shortestPath); the index after it."""
+        if self.word(i) in _SHORTEST_FUNCTIONS and self.sym(i + 1) == "(":
+            close = self.partner[i + 1]
+            if self.path(i + 2, close) != close:
+                raise self.refuse(i, "this shortest path")
+            return close + 1
+        while True:
+            if self.sym(i) != "(" or i >= hi:
+                raise self.refuse(i, "this pattern", "a node pattern was expected here")
+            close = self.partner[i]
+            if self.sym(i + 1) == "(" or (self.is_name(i + 1) and self.sym(i + 2) == "="):
+                self.parenthesized_path(i, close)
+                i = self.quantifier(close + 1)
+            else:
+                self.node(i, close)
+                i = close + 1
+            if self.sym(i) == "(":  # a quantified path next to a node: (a) ((x)-->(y))+ (b)
+                continue
+            end = self.relationship(i, hi, scope=True)
+            if end is None:
+                return i
+            i = end
+
+    def parenthesized_path(self, i: int, close: int) -> None:
+        j = i + 1
+        if self.is_name(j) and self.sym(j + 1) == "=":
+            j += 2
+        end = self.path(j, close)
+        if end != close:
+            if self.keyword(end) != "WHERE":
+                raise self.refuse(end, "this parenthesized path")
+            self.scan(end + 1, close)
+
+    def quantifier(self, i: int) -> int:
+        if self.sym(i) in ("+", "*"):
+            return i + 1
+        if self.sym(i) == "{" and self.is_quantifier(i):
+            return self.partner[i] + 1
+        return i
+
+    def is_quantifier(self, i: int) -> bool:
+        """``{m,n}`` (numbers and a comma) rather than a map or a subquery body."""
+        return all(t.kind == "number" or (t.kind == "symbol" and t.text == ",")
+                   for t in self.tokens[i + 1:self.partner[i]])
+
+    def relationship(self, i: int, hi: int, *, scope: bool) -> int | None:
+        """The index after the relationship pattern at ``i`` (``-[..]->``, ``<--``, ``--``, with
+        a quantifier), or None when there is none; with ``scope``, walks what the brackets hold."""
+        j = i
+        if self.sym(j) == "<":
+            j += 1
+        if self.sym(j) != "-":
+            return None
+        j += 1
+        inside: tuple[int, int] | None = None
+        if self.sym(j) == "[":
+            inside = (j + 1, self.partner[j])
+            j = self.partner[j] + 1
+        if self.sym(j) != "-":
+            return None
+        j += 1
+        if self.sym(j) == ">":
+            j += 1
+        if j >= hi:
+            return None
+        j = self.quantifier(j)
+        if scope and inside is not None:
+            self.scan(*inside)  # property maps and WHERE of the relationship
+        return j
+
+    def node(self, i: int, close: int) -> None:
+        """Put ``project: $project`` into the property map of the node pattern at ``i``..``close``."""
+        j = i + 1
+        if self.is_name(j) and (j + 1 == close or self.sym(j + 1) in (":", "{", "$")
+                                or self.word(j + 1) in ("IS", "WHERE")):
+            j += 1  # the variable
+        props: int | None = None
+        where: int | None = None
+        k = j
+        while k < close:
+            # After : | & ! or the IS that opens the label expression, a word is a label (even one
+            # called WHERE or IS) and $ starts a dynamic label.
+            in_label = self.sym(k - 1) in _LABEL_OPERATORS or (k - 1 == j and self.word(j) == "IS")
+            symbol = self.sym(k)
+            if symbol == "{":
+                props = k
+                break
+            if symbol == "$" and not in_label:
+                raise self.refuse(k, "a node pattern with a $parameter map",
+                                  "write the map out, e.g. {key: $props.key}")
+            if self.word(k) == "WHERE" and not in_label:
+                where = k
+                break
+            if symbol in ("(", "["):
+                self.scan(k + 1, self.partner[k])  # a dynamic label: $(expression)
+                k = self.partner[k]
+            k += 1
+        if props is not None:
+            end = self.partner[props]
+            self.scan(props + 1, end)
+            self.insert_before(end, PROJECT_PROPERTY if end == props + 1 else f", {PROJECT_PROPERTY}")
+            after = end + 1
+            if after != close:
+                if self.word(after) != "WHERE":
+                    raise self.refuse(after, "this node pattern")
+                where = after
+        elif where is not None:
+            self.insert_before(where, f"{{{PROJECT_PROPERTY}}} ")
+        else:
+            self.insert_before(close, f" {{{PROJECT_PROPERTY}}}")
+        if where is not None:
+            self.scan(where + 1, close)
+
+    def rewritten(self) -> str:
+        out: list[str] = []
+        last = 0
+        for at, text in sorted(self.inserts, key=lambda item: item[0]):
+            out.append(self.query[last:at])
+            out.append(text)
+            last = at
+        out.append(self.query[last:])
+        return "".join(out)
+
+
+def scope_to_project(query: str) -> str:
+    """``query`` with ``project: $project`` in the property map of every node pattern.
+
+    ``(n:Service)`` becomes ``(n:Service {project: $project})``, ``(:File {path: $p})`` becomes
+    ``(:File {path: $p, project: $project})`` (a map key given twice must match both values, so a
+    query cannot name another project), ``()`` becomes ``( {project: $project})``. Every node a
+    query reads comes from a node pattern, a procedure or a function: the procedures and functions
+    that could return another project's nodes are refused by :func:`check_read_only`, so the
+    rewritten query reads the project's nodes only, and the relationships between them (graphmem
+    creates relationships only between nodes of one project). Raises :class:`CypherRefused` for
+    a pattern it cannot scope. Expects a query :func:`check_read_only` has passed.
+    """
+    scoper = _Scoper(query)
+    try:
+        scoper.scan(0, scoper.n)
+    except RecursionError:
+        raise CypherRefused("refused: the query nests subqueries and patterns too deeply to be checked; "
+                            f"{_SCOPE_RULE}") from None
+    return scoper.rewritten()
+
+
 # --- running --------------------------------------------------------------------------------------
 
 
@@ -367,10 +704,36 @@ _REFUSAL_CODES = ("Neo.ClientError.Statement.AccessMode", "Neo.ClientError.Secur
                   "Neo.ClientError.Transaction.ForbiddenDueToTransactionType")
 _TIMEOUT_CODES = ("Neo.ClientError.Transaction.TransactionTimedOut",
                   "Neo.ClientError.Transaction.TransactionTimedOutClientConfiguration")
+# db.memory.transaction.max / .total.max reached (MemoryPoolOutOfMemoryError), or the heap itself
+# exhausted by one query (OutOfMemoryError: Neo4j fails that query and keeps serving).
+_MEMORY_CODES = ("Neo.TransientError.General.MemoryPoolOutOfMemoryError",
+                 "Neo.TransientError.General.OutOfMemoryError",
+                 "Neo.TransientError.General.TransactionMemoryLimit",
+                 "Neo.ClientError.General.TransactionOutOfMemoryError")
 
 NEEDS_NEO4J = ("raw Cypher needs the Neo4j store; the embedded store has no Cypher engine. Start Neo4j with "
                "`scripts/neo4j-local start` (or `docker compose up neo4j`), ingest into it, then use "
                "`--store neo4j` or GRAPHMEM_STORE=neo4j")
+
+#: The longest time limit a query may ask for, unless GRAPHMEM_CYPHER_MAX_TIMEOUT (seconds) says
+#: otherwise: a query is an exploration, and a long one holds a server others share.
+DEFAULT_MAX_TIMEOUT_S = 30.0
+
+
+def max_timeout_s() -> float:
+    """The longest time limit a query may ask for: ``GRAPHMEM_CYPHER_MAX_TIMEOUT`` or 30 seconds."""
+    text = os.environ.get("GRAPHMEM_CYPHER_MAX_TIMEOUT", "").strip()
+    if not text:
+        return DEFAULT_MAX_TIMEOUT_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        from graphmem.errors import ConfigError
+
+        raise ConfigError(f"GRAPHMEM_CYPHER_MAX_TIMEOUT must be a number of seconds above 0, not {text!r}")
+    return value
 
 
 def _driver_of(store: Any) -> Any:
@@ -382,16 +745,32 @@ def _driver_of(store: Any) -> Any:
 
 def run_read_only(store: Any, query: str, params: Mapping[str, Any] | None = None, *, row_limit: int = 1000,
                   timeout_s: float = 30.0) -> CypherResult:
-    """Check ``query`` and run it on ``store`` (a Neo4j store) in a READ transaction.
+    """Check ``query``, keep it to the store's project and run it on ``store`` (a Neo4j store) in a
+    READ transaction.
 
     ``params`` travel as driver parameters, never spliced into the text; ``$project`` is always the
-    store's project. At most ``row_limit`` rows are read (``truncated`` tells whether there were
-    more); past ``timeout_s`` seconds the server stops the query and :class:`CypherTimeout` says so.
+    store's project, and every node pattern is held to it (:func:`scope_to_project`). At most
+    ``row_limit`` rows are read (``truncated`` tells whether there were more); past ``timeout_s``
+    seconds (at most :func:`max_timeout_s`) the server stops the query and :class:`CypherTimeout`
+    says so; a query stopped by the server's memory limits raises :class:`CypherOutOfMemory`.
     """
     driver = _driver_of(store)
     check_read_only(query)
-    return _execute(driver, getattr(store, "database", None), store.project, query, params,
+    _check_limits(row_limit, timeout_s)
+    scoped = scope_to_project(query)
+    return _execute(driver, getattr(store, "database", None), store.project, scoped, params,
                     row_limit=row_limit, timeout_s=timeout_s)
+
+
+def _check_limits(row_limit: int, timeout_s: float) -> None:
+    if row_limit < 1:
+        raise CypherError(f"the row limit must be at least 1, not {row_limit}")
+    if not timeout_s > 0:
+        raise CypherError(f"the time limit must be more than 0 seconds, not {timeout_s}")
+    cap = max_timeout_s()
+    if timeout_s > cap:
+        raise CypherError(f"the time limit may be at most {cap:g} s, not {timeout_s:g} s; narrow the query "
+                          "(LIMIT, a smaller depth, a more selective MATCH) or raise GRAPHMEM_CYPHER_MAX_TIMEOUT")
 
 
 def _execute(driver: Any, database: str | None, project: str, query: str, params: Mapping[str, Any] | None,
@@ -400,10 +779,7 @@ def _execute(driver: Any, database: str | None, project: str, query: str, params
     import neo4j
     import neo4j.exceptions as nx
 
-    if row_limit < 1:
-        raise CypherError(f"the row limit must be at least 1, not {row_limit}")
-    if not timeout_s > 0:
-        raise CypherError(f"the time limit must be more than 0 seconds, not {timeout_s}")
+    _check_limits(row_limit, timeout_s)
     values = dict(params or {})
     if "project" in values and values["project"] != project:
         raise CypherError(f"$project is the project of the store ({project}); choose another with --project")
@@ -419,7 +795,7 @@ def _execute(driver: Any, database: str | None, project: str, query: str, params
                 truncated = True  # the rest is discarded when the transaction ends
                 break
             raw.append(record.values())
-        keys = _Keys(tx)
+        keys = _Keys(tx, project)
         rows = [[to_json_value(v, keys) for v in row] for row in raw]
         keys.resolve()
         return columns, [keys.fill(row) for row in rows], truncated
@@ -428,7 +804,11 @@ def _execute(driver: Any, database: str | None, project: str, query: str, params
     try:
         with driver.session(database=database, default_access_mode=neo4j.READ_ACCESS,
                             fetch_size=min(row_limit + 1, 1000)) as session:
-            columns, rows, truncated = session.execute_read(neo4j.unit_of_work(timeout=timeout_s)(work))
+            # An explicit transaction, not execute_read: the driver would retry a query stopped by
+            # the memory limits (a "transient" error) again and again for half a minute.
+            with session.begin_transaction(timeout=timeout_s) as tx:
+                columns, rows, truncated = work(tx)
+                tx.rollback()  # it only read; nothing to commit
     except (nx.ServiceUnavailable, nx.SessionExpired, nx.AuthError) as exc:
         raise StoreUnavailable(f"Neo4j is not available: {exc}") from exc
     except nx.Neo4jError as exc:
@@ -443,6 +823,11 @@ def _execute(driver: Any, database: str | None, project: str, query: str, params
         if code in _TIMEOUT_CODES or "TimedOut" in code:
             raise CypherTimeout(f"the query was stopped after the time limit of {timeout_s:g} s; narrow it "
                                 "(LIMIT, a smaller depth, a more selective MATCH) or raise --timeout") from None
+        if code in _MEMORY_CODES or "OutOfMemory" in code or "MemoryLimit" in code:
+            what = "ran the server's heap out of memory" if code.endswith(".General.OutOfMemoryError") else \
+                "needed more memory than the server allows one transaction"
+            raise CypherOutOfMemory(f"Neo4j stopped the query: it {what} ({message}); narrow it (LIMIT, fewer "
+                                    "rows collected or sorted, smaller values built in the query)") from None
         raise CypherError(f"Neo4j could not run the query: {code}: {message}") from None
     except nx.DriverError as exc:
         raise CypherError(f"Neo4j could not run the query: {exc}") from None
@@ -453,8 +838,9 @@ class _Keys:
     """Graphmem keys of relationship ends the driver did not send (a relationship returned without
     its nodes carries only their element ids), looked up in the same transaction."""
 
-    def __init__(self, tx: Any) -> None:
+    def __init__(self, tx: Any, project: str) -> None:
         self._tx = tx
+        self._project = project
         self._wanted: set[str] = set()
         self._found: dict[str, Any] = {}
 
@@ -468,8 +854,8 @@ class _Keys:
 
     def resolve(self) -> None:
         if self._wanted:
-            rows = self._tx.run("UNWIND $ids AS id MATCH (n) WHERE elementId(n) = id RETURN id, n.key AS key",
-                                ids=sorted(self._wanted))
+            rows = self._tx.run("UNWIND $ids AS id MATCH (n {project: $project}) WHERE elementId(n) = id "
+                                "RETURN id, n.key AS key", ids=sorted(self._wanted), project=self._project)
             self._found = {r["id"]: r["key"] for r in rows}
 
     def fill(self, value: Any) -> Any:
@@ -684,10 +1070,13 @@ def run_saved(store: Any, name: str, params: Mapping[str, Any] | None = None, *,
 
 
 __all__ = [
+    "DEFAULT_MAX_TIMEOUT_S",
     "NEEDS_NEO4J",
+    "PROJECT_PROPERTY",
     "READ_ONLY_FUNCTION_PREFIXES",
     "READ_ONLY_PROCEDURES",
     "CypherError",
+    "CypherOutOfMemory",
     "CypherRefused",
     "CypherResult",
     "CypherTimeout",
@@ -696,10 +1085,12 @@ __all__ = [
     "bind_saved",
     "check_read_only",
     "get_saved",
+    "max_timeout_s",
     "parse_value",
     "query_parameters",
     "run_read_only",
     "run_saved",
     "saved_queries",
+    "scope_to_project",
     "to_json_value",
 ]

@@ -416,20 +416,29 @@ def test_a_slow_query_is_stopped_by_the_time_limit(store: Any) -> None:
 @pytest.mark.neo4j
 def test_errors_from_the_server_are_one_clear_line(store: Any) -> None:
     with pytest.raises(CypherError, match="SyntaxError") as bad:
-        run_read_only(store, "MATCH (n RETURN n")
+        run_read_only(store, "MATCH (n) RETRUN n")
     assert "\n" not in str(bad.value) and not isinstance(bad.value, CypherRefused)
+    with pytest.raises(CypherError, match=r"SyntaxError: '\(' is never closed \(line 1, column 7\)") as unclosed:
+        run_read_only(store, "MATCH (n RETURN n")  # cannot be scoped, so it never reaches the server
+    assert not isinstance(unclosed.value, CypherRefused)
     with pytest.raises(CypherError, match="ProcedureNotFound"):
         run_read_only(store, "CALL `db.labels`()")  # allow-listed spelling, but no such procedure
 
 
 @pytest.mark.neo4j
 def test_allow_listed_procedures_only_read(store: Any) -> None:
-    modes = {r["name"]: r["mode"] for r in store.driver.execute_query(
-        "SHOW PROCEDURES YIELD name, mode RETURN name, mode", database_=store.database).records}
-    present = READ_ONLY_PROCEDURES & set(modes)
-    assert {"db.labels", "db.schema.visualization", "db.index.fulltext.queryNodes"} <= present
+    procedures = {r["name"]: r for r in store.driver.execute_query(
+        "SHOW PROCEDURES YIELD name, mode, signature RETURN name, mode, signature", database_=store.database).records}
+    present = READ_ONLY_PROCEDURES & set(procedures)
+    assert {"db.labels", "db.relationshipTypes", "db.propertyKeys", "db.schema.visualization"} <= present
     # DEFAULT is APOC's mode for procedures that need no write access.
-    assert {name: modes[name] for name in present if modes[name] not in ("READ", "DEFAULT")} == {}
+    assert {name: procedures[name]["mode"] for name in present
+            if procedures[name]["mode"] not in ("READ", "DEFAULT")} == {}
+    # None takes a node or a node id: what they return is schema, never another project's data.
+    assert {name for name in present if "NODE" in procedures[name]["signature"].split(") ::")[0]
+            or "INTEGER" in procedures[name]["signature"].split(") ::")[0]} == set()
+    assert not any(name.startswith(("db.index.fulltext.query", "db.index.vector.query", "apoc.path.", "apoc.meta."))
+                   for name in READ_ONLY_PROCEDURES)
 
 
 def test_the_embedded_store_says_raw_cypher_needs_neo4j(embedded_store_factory: Callable[[str], Any]) -> None:

@@ -36,6 +36,24 @@ def test_services_health_checks_and_volumes() -> None:
     assert all(p.startswith("127.0.0.1:") for s in (neo4j, mcp) for p in s["ports"])
 
 
+def _mebibytes(size: str) -> float:
+    number, unit = re.fullmatch(r"(\d+)([kmg]?)", size.lower()).groups()  # type: ignore[union-attr]
+    return int(number) * {"g": 1024, "m": 1, "k": 1 / 1024, "": 1 / 1048576}[unit]
+
+
+def test_neo4j_has_memory_guards_sized_against_its_heap_and_a_time_limit() -> None:
+    """The same guards as scripts/neo4j-local: one transaction a quarter of the heap, all half."""
+    env = compose()["services"]["neo4j"]["environment"]
+    heap = _mebibytes(env["NEO4J_server_memory_heap_max__size"])
+    assert _mebibytes(env["NEO4J_db_memory_transaction_max"]) == heap // 4
+    assert _mebibytes(env["NEO4J_db_memory_transaction_total_max"]) == heap // 2
+    timeout = env["NEO4J_db_transaction_timeout"]
+    assert re.fullmatch(r"[1-9]\d*[smh]", timeout), timeout
+    script = (REPO / "scripts" / "neo4j-local").read_text(encoding="utf-8")
+    assert 'tx_max="$((heap_mib / 4))m"' in script and 'tx_total_max="$((heap_mib / 2))m"' in script
+    assert f"GRAPHMEM_NEO4J_TX_TIMEOUT:-{timeout}" in script
+
+
 def test_the_mcp_command_is_one_graphmem_accepts() -> None:
     command = compose()["services"]["graphmem"]["command"]
     assert command[:2] == ["graphmem", "serve"]
