@@ -356,7 +356,8 @@ class Service:
                               "(source_path, source_commit, extractor, extractor_version, confidence, "
                               "ingested_at) and validity (valid_from, valid_to: null while the fact holds)",
                 "chunks": "(:Node)-[:HAS_CHUNK]->(:Chunk {project, id, text, kind, start_line, end_line})",
-                "project_filter": "read-only cypher gets $project; match (n:Node {project: $project})",
+                "project_filter": "read-only cypher is scoped to the project: every node pattern gets "
+                                  "{project: $project} added; procedures are limited to schema ones",
             },
         }
 
