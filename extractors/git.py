@@ -196,6 +196,14 @@ def head_commit(repo: Path | str) -> str | None:
     return _resolve(repo, "HEAD")
 
 
+def root_commits(repo: Path | str) -> list[str]:
+    """The commits without parents that ``HEAD`` descends from: what identifies a repository
+    wherever it is checked out (empty for a folder that is not a repository or has no commits)."""
+    if head_commit(repo) is None:
+        return []
+    return sorted(_text(_git(repo, "rev-list", "--max-parents=0", "HEAD")).split())
+
+
 def working_tree_dirty(repo: Path | str, *, include_untracked: bool = True) -> bool:
     """Whether tracked files differ from ``HEAD`` (or, by default, untracked files exist)."""
     args = ["status", "--porcelain", "-z", "--ignore-submodules=dirty"]
@@ -969,6 +977,7 @@ __all__ = [
     "is_git_repo",
     "make_symbols_at",
     "read_history",
+    "root_commits",
     "touched_symbols",
     "working_tree_dirty",
 ]

@@ -126,14 +126,14 @@ class Graphmem:
     # --- work -----------------------------------------------------------------------------------
 
     def ingest(self, path: str | Path, *, progress: Progress | None = None, index: bool = True,
-               llm: bool | None = None, allow_removal: bool = False) -> IngestReport:
+               llm: bool | None = None, force: bool = False) -> IngestReport:
         """Bring the graph up to date with ``path``, then the indexes with the graph, then (with
         ``llm``; by default when ``GRAPHMEM_LLM_BASE_URL`` is set) enrich it with an LLM.
 
         The deterministic graph is complete before enrichment starts; enrichment failures are
         reported in ``report.enrichment``, never raised. ``llm=True`` without an endpoint raises
         :class:`~graphmem.errors.ConfigError` before anything is ingested. A folder that would close
-        most of the project raises :class:`~graphmem.errors.IngestRefused` unless ``allow_removal``.
+        most of the project raises :class:`~graphmem.errors.IngestRefused` unless ``force``.
         """
         from graphmem.ingest import ingest
 
@@ -141,7 +141,7 @@ class Graphmem:
         if use_llm:
             self.settings.llm.require()
         report = ingest(path, self.store, cache_dir=self.cache_dir, progress=progress,
-                        allow_removal=allow_removal)
+                        force=force)
         if index:
             report.index = self.sync_indexes(progress=progress).as_dict()
         if use_llm:

@@ -130,11 +130,12 @@ def cli(ctx: click.Context, store: str | None, home: Path | None, project: str |
 @click.argument("path", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--llm/--no-llm", "llm", default=None,
               help="Enrich the graph with an LLM after ingesting (default: when GRAPHMEM_LLM_BASE_URL is set).")
-@click.option("--allow-removal", is_flag=True,
-              help="Go on even if the folder would close most of what the project holds (files really removed).")
+@click.option("--force", is_flag=True,
+              help="Go on even if the folder is another repository than the project's, or would close most of "
+                   "what the project holds (files really removed).")
 @json_option
 @pass_context
-def ingest(ctx: Context, path: Path, llm: bool | None, allow_removal: bool, as_json: bool) -> None:
+def ingest(ctx: Context, path: Path, llm: bool | None, force: bool, as_json: bool) -> None:
     """Ingest a repository or folder: code, git history, decisions, incidents, ownership."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
@@ -156,7 +157,7 @@ def ingest(ctx: Context, path: Path, llm: bool | None, allow_removal: bool, as_j
                 bar.update(tasks[stage], completed=done, total=total)
 
             started = time.perf_counter()
-            report = gm.ingest(path, progress=progress, llm=False, allow_removal=allow_removal)
+            report = gm.ingest(path, progress=progress, llm=False, force=force)
             if use_llm:  # the deterministic graph is written and usable; enrichment comes on top
                 if not as_json:
                     click.echo(f"graph written; enriching with {ctx.settings.llm.model} "

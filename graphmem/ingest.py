@@ -30,7 +30,7 @@ import orjson
 from extractors import code
 from extractors.base import Extraction, Skipped
 from extractors.decisions import extract_decision, is_decision_record
-from extractors.git import extract_history, head_commit, is_git_repo
+from extractors.git import extract_history, head_commit, is_git_repo, root_commits
 from extractors.incidents import extract_incident, is_incident_report
 from extractors.ownership import ServiceMap, Team, extract_ownership, teams_from_config
 from extractors.policy import Policy, read_project_config
@@ -270,12 +270,12 @@ def ingest(
     cache_dir: str | Path,
     progress: Progress | None = None,
     workers: int = 2,
-    allow_removal: bool = False,
+    force: bool = False,
 ) -> IngestReport:
     """Bring ``store`` up to date with the repository (or folder) at ``root``.
 
     Raises :class:`IngestRefused`, before writing anything, when the folder would close all or most
-    of what the project holds, unless ``allow_removal``.
+    of what the project holds, unless ``force``.
     """
     started = time.perf_counter()
     root = Path(root).expanduser().resolve()
@@ -299,6 +299,14 @@ def ingest(
     report.files = len(files)
     head = head_commit(root) if is_git_repo(root) else None
     report.head = head
+    # A repository is known by its root commits wherever it is checked out.
+    identity = " ".join(root_commits(root)) if head else ""
+    known = store.get_meta("repository")
+    if known and identity and not set(known.split()) & set(identity.split()) and not force:
+        raise IngestRefused(
+            f"refused: {root} is another repository than the one project {store.project!r} was made from "
+            f"(last ingested from {store.get_meta('root')}); nothing was changed. Choose another project "
+            "(--project), or run again with --force to replace what the project holds.")
 
     # --- what changed ---
     hashes: dict[str, str] = {}
@@ -318,14 +326,14 @@ def ingest(
     changed = set(contents)
     deleted = {p for p in previous if p not in hashes}
     report.changed, report.deleted = len(changed), len(deleted)
-    if previous and deleted and not allow_removal and (
+    if previous and deleted and not force and (
             not hashes or (len(deleted) >= REMOVAL_GUARD_MIN and len(deleted) > REMOVAL_GUARD_SHARE * len(previous))):
         was = store.get_meta("root")
         raise IngestRefused(
             f"refused: ingesting {root} would close {len(deleted)} of the {len(previous)} files project "
             f"{store.project!r} holds" + (f" (last ingested from {was})" if was and was != str(root) else "")
             + "; nothing was changed. To ingest another folder, choose another project (--project); "
-            "if the files were really removed, run again with --allow-removal.")
+            "if the files were really removed, run again with --force.")
     report.unchanged = len(hashes) - len(changed)
     since = store.get_meta("last_commit")
     if not changed and not deleted and (head is None or since == head) and not store.get_meta(INCOMPLETE):
@@ -445,7 +453,8 @@ def ingest(
             report.written.add(store.close_sources(sorted(changed | deleted) + rewritten,
                                                    keep=Keep.of(batch.nodes, batch.rels, batch.chunks)))
         store.set_source_states({**{p: hashes[p] for p in changed}, **{p: None for p in deleted}})
-        store.set_meta({"last_commit": head, "last_ingested_at": now_iso(), "root": str(root), INCOMPLETE: None})
+        store.set_meta({"last_commit": head, "last_ingested_at": now_iso(), "root": str(root), INCOMPLETE: None,
+                        "repository": identity or None})
     # One line per skipped path (a broken graphmem.toml is noticed by more than one reader).
     report.skipped = list({item.path: item for item in reversed(report.skipped)}.values())[::-1]
     report.seconds = time.perf_counter() - started

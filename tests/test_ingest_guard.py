@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -43,7 +45,7 @@ def test_empty_or_unrelated_folder_is_refused_and_nothing_is_lost(tmp_path: Path
     unrelated = make_tree(tmp_path / "other", ["alpha", "beta"])
     for folder in (empty, unrelated):
         out = graphmem("ingest", str(folder), "--project", "shop", "--home", str(home), cwd=tmp_path)
-        assert out.returncode == 1 and "refused" in out.stderr and "--allow-removal" in out.stderr
+        assert out.returncode == 1 and "refused" in out.stderr and "--force" in out.stderr
         assert "Traceback" not in out.stderr
         after = status(home, tmp_path)
         assert (after["total_nodes"], after["chunks"], after["closed_nodes"]) == \
@@ -60,7 +62,56 @@ def test_empty_or_unrelated_folder_is_refused_and_nothing_is_lost(tmp_path: Path
     for i in range(3, 12):
         (shop / f"part{i}.py").unlink()
     assert graphmem("ingest", str(shop), "--project", "shop", "--home", str(home), cwd=tmp_path).returncode == 1
-    out = graphmem("ingest", str(shop), "--project", "shop", "--home", str(home), "--allow-removal", "--json",
+    out = graphmem("ingest", str(shop), "--project", "shop", "--home", str(home), "--force", "--json",
                    cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert status(home, tmp_path)["chunks"] == 0
+
+
+def git_repo(root: Path, names: list[str], message: str) -> Path:
+    make_tree(root, names)
+    for args in (["init", "-q"], ["add", "-A"],
+                 ["-c", "user.name=T", "-c", "user.email=t@shop.dev", "commit", "-qm", message]):
+        subprocess.run(["git", *args], cwd=root, check=True, capture_output=True)
+    return root
+
+
+def test_another_repository_is_refused_a_moved_checkout_is_not(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    shop = git_repo(tmp_path / "shop", ["cart", "checkout", "payment"], "Start the shop")
+    assert graphmem("ingest", str(shop), "--project", "shop", "--home", str(home), cwd=tmp_path).returncode == 0
+    before = status(home, tmp_path)
+
+    # the same repository checked out elsewhere is the same project
+    moved = tmp_path / "elsewhere" / "shop"
+    subprocess.run(["git", "clone", "-q", str(shop), str(moved)], check=True, capture_output=True)
+    out = graphmem("ingest", str(moved), "--project", "shop", "--home", str(home), "--json", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["deleted"] == 0
+
+    # a different repository (even with files of the same names) is refused, through the CLI...
+    other = git_repo(tmp_path / "other", ["cart", "checkout", "payment"], "Another project")
+    out = graphmem("ingest", str(other), "--project", "shop", "--home", str(home), cwd=tmp_path)
+    assert out.returncode == 1 and "another repository" in out.stderr and "--force" in out.stderr
+    assert status(home, tmp_path)["total_nodes"] == before["total_nodes"]
+
+    # ...and through the MCP server's ingest tool, which never forces
+    from graphmem.config import Settings
+    from graphmem.errors import IngestRefused
+    from graphmem.mcp_server import Service
+
+    service = Service(Settings(store="embedded", home=home), "shop", ingest_roots=[tmp_path])
+    try:
+        with pytest.raises(IngestRefused):
+            service.ingest(str(other))
+        empty = tmp_path / "empty"
+        empty.mkdir()
+        with pytest.raises(IngestRefused):
+            service.ingest(str(empty))
+    finally:
+        service.close()
+    after = status(home, tmp_path)
+    assert (after["total_nodes"], after["closed_nodes"]) == (before["total_nodes"], before["closed_nodes"])
+
+    out = graphmem("ingest", str(other), "--project", "shop", "--home", str(home), "--force", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
