@@ -96,3 +96,69 @@ def test_neo4j_marks_an_interrupted_ingest_until_the_next_one(tmp_path: Path, ex
     report = ingest(repo, store, cache_dir=cache)
     assert report.changed == 1 and store.get_meta(INCOMPLETE) is None
     assert store.get_node("sym:services/billing/refunds.py::refund_invoice") is not None
+
+
+WRITER = """
+import sys
+from graphmem.ingest import ingest
+from graphmem.stores.embedded import EmbeddedStore
+
+def note(stage, done, total):
+    print(stage, done, total, flush=True)
+
+ingest(sys.argv[1], EmbeddedStore(sys.argv[2], "acme"), cache_dir=sys.argv[3], progress=note)
+print("finished", flush=True)
+"""
+
+
+def test_a_killed_ingest_leaves_readers_on_a_complete_generation(tmp_path: Path, example_org: tuple) -> None:
+    """SIGKILL a real ingest process at several points, among them right after its nodes are
+    written and before its relationships are: a reader then sees the graph of before the ingest or
+    of after it, never a part of it."""
+    import signal
+    import sys
+
+    repo = tmp_path / "acme"
+    shutil.copytree(example_org[0], repo, symlinks=True)
+    pristine, cache = tmp_path / "pristine", tmp_path / "cache"
+    ingest(repo, EmbeddedStore(pristine, "acme"), cache_dir=cache)
+    before = snapshot(EmbeddedStore(pristine, "acme"))
+    module = "".join(f"def step_{i}(value):\n    \"\"\"Step {i}.\"\"\"\n    return step_{i + 1}(value)\n\n"
+                     for i in range(60))
+    for n in range(60):
+        (repo / "services" / "billing" / f"pipeline_{n}.py").write_text(module)
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+    subprocess.run(["git", "-c", "user.name=T", "-c", "user.email=t@acme.dev", "commit", "-qm", "Pipelines"],
+                   cwd=repo, check=True)
+    done = tmp_path / "done"
+    shutil.copytree(pristine, done)
+    ingest(repo, EmbeddedStore(done, "acme"), cache_dir=cache)
+    after = snapshot(EmbeddedStore(done, "acme"))
+    assert after != before
+
+    def nodes_written(line: str) -> bool:  # "write <done> <total>" once the nodes are in
+        parts = line.split()
+        return parts[0] == "write" and 0 < int(parts[1]) < int(parts[2])
+
+    kill_points = {"reading": lambda line: line.startswith("read"),
+                   "write started": lambda line: line.startswith("write 0 "),
+                   "nodes written": nodes_written}
+    for name, when in kill_points.items():
+        home = tmp_path / f"home-{name.replace(' ', '-')}"
+        shutil.copytree(pristine, home)
+        proc = subprocess.Popen([sys.executable, "-c", WRITER, str(repo), str(home), str(cache)],
+                                stdout=subprocess.PIPE, text=True)
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if when(line):
+                proc.send_signal(signal.SIGKILL)
+                break
+        else:
+            pytest.fail(f"the ingest never reached the kill point {name!r}")
+        proc.wait()
+        state = snapshot(EmbeddedStore(home, "acme"))
+        assert state in (before, after), (name, state, before, after)
+        assert EmbeddedStore(home, "acme").get_meta(INCOMPLETE) is None
+        # and the next ingest completes what was killed
+        ingest(repo, EmbeddedStore(home, "acme"), cache_dir=cache)
+        assert snapshot(EmbeddedStore(home, "acme")) == after
