@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -34,14 +35,29 @@ class Context:
         self.settings = settings
 
     def project(self, default_path: str | Path | None = None) -> str:
-        """``--project``, else ``GRAPHMEM_PROJECT``, else the last project used in this home,
-        else the name of ``default_path`` (or of the working directory)."""
+        """``--project``, else ``GRAPHMEM_PROJECT``, else (for a command that names no folder) the
+        project last ingested from the folder the command runs in or one above it, else the last
+        project used in this home, else the name of ``default_path`` (or of the working directory)."""
         if self.settings.project:
             return self.settings.project
-        remembered = self.settings.home / "last-project"
-        if default_path is None and remembered.is_file():
-            return remembered.read_text(encoding="utf-8").strip()
+        if default_path is None:
+            here = Path.cwd().resolve()
+            roots = self._registry()
+            for folder in (here, *here.parents):
+                if str(folder) in roots:
+                    return roots[str(folder)]
+            remembered = self.settings.home / "last-project"
+            if remembered.is_file():
+                return remembered.read_text(encoding="utf-8").strip()
         return project_from_path(str(Path(default_path or Path.cwd()).resolve()))
+
+    def _registry(self) -> dict[str, str]:
+        """Folder ingested -> project, as :meth:`remember` recorded them in this home."""
+        try:
+            data = json.loads((self.settings.home / "projects.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
 
     def existing_project(self) -> str:
         """The project a reading command works on; an error naming the projects there if it was
@@ -63,10 +79,18 @@ class Context:
         return (f"project {project!r} holds nothing {where}: run `graphmem ingest PATH` first, "
                 "or choose another --home or --project")
 
-    def remember(self, project: str) -> None:
-        """Record ``project`` as the default for later commands using this home."""
-        self.settings.home.mkdir(parents=True, exist_ok=True)
-        (self.settings.home / "last-project").write_text(project + "\n", encoding="utf-8")
+    def remember(self, project: str, root: str | Path | None = None) -> None:
+        """Record ``project`` as the default for later commands using this home, and as the
+        project of the folder ``root`` (and of every folder inside it)."""
+        home = self.settings.home
+        home.mkdir(parents=True, exist_ok=True)
+        (home / "last-project").write_text(project + "\n", encoding="utf-8")
+        if root is not None:
+            roots = self._registry()
+            roots[str(Path(root).resolve())] = project
+            tmp = home / f"projects.json.{os.getpid()}.tmp"
+            tmp.write_text(json.dumps(roots, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+            os.replace(tmp, home / "projects.json")
 
     def store(self, project: str | None = None) -> Any:
         from graphmem.stores import open_store
@@ -163,7 +187,7 @@ def ingest(ctx: Context, path: Path, llm: bool | None, force: bool, as_json: boo
                     click.echo(f"graph written; enriching with {ctx.settings.llm.model} "
                                "(interrupt at will: `graphmem enrich` resumes)", err=True)
                 report.enrichment = gm.enrich(progress=progress).as_dict()
-        ctx.remember(project)
+        ctx.remember(project, path)
         elapsed = time.perf_counter() - started
     finally:
         gm.close()
@@ -546,7 +570,7 @@ def eval_run(ctx: Context, dataset: str, corpus: Path | None, graph: str, data_r
             ctx.remember(project)
         elif corpus is not None:
             gm.ingest(corpus)
-            ctx.remember(project)
+            ctx.remember(project, corpus)
         extra = {}
         if baselines:
             from eval.plain import PlainBaselines

@@ -100,6 +100,20 @@ class LLMSettings:
         )
 
 
+HOME_DIR = ".graphmem"
+
+
+def find_home(start: str | Path | None = None) -> Path:
+    """The default home: the nearest ``.graphmem`` folder holding a graph, in ``start`` (the
+    working directory) or a folder above it, as git finds ``.git``; else ``./.graphmem``."""
+    here = Path(start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        candidate = folder / HOME_DIR
+        if (candidate / "last-project").is_file() or (candidate / "projects.json").is_file():
+            return candidate if folder != here else Path(HOME_DIR)
+    return Path(HOME_DIR)
+
+
 @dataclass(slots=True)
 class Settings:
     """Where the graph lives. ``store`` is ``embedded`` (default) or ``neo4j``."""
@@ -121,7 +135,7 @@ class Settings:
         """Explicit arguments win over ``GRAPHMEM_STORE``, ``GRAPHMEM_HOME``, ``GRAPHMEM_PROJECT``."""
         return cls(
             store=store or os.environ.get("GRAPHMEM_STORE") or "embedded",
-            home=Path(home or os.environ.get("GRAPHMEM_HOME") or ".graphmem"),
+            home=Path(home or os.environ.get("GRAPHMEM_HOME") or find_home()),
             project=project or os.environ.get("GRAPHMEM_PROJECT") or None,
             neo4j=Neo4jSettings.from_env(),
             llm=LLMSettings.from_env(),

@@ -106,3 +106,27 @@ def test_reading_a_project_that_was_never_ingested_is_an_error(tmp_path: Path, e
     out = graphmem("--home", str(home), "status", "--project", "acne", cwd=tmp_path)
     assert out.returncode == 1 and "'acne'" in out.stderr
     assert not (home / "acne").exists()  # reading never creates an empty project
+
+
+def test_commands_find_the_home_and_project_from_any_folder_inside_the_repository(
+        tmp_path: Path, example_org: tuple) -> None:
+    import shutil
+
+    work = tmp_path / "work"
+    repo = work / "acme"
+    shutil.copytree(example_org[0], repo, symlinks=True)
+    other = work / "other"
+    other.mkdir()
+    (other / "tool.py").write_text("def other_tool():\n    return 1\n")
+    env = {"GRAPHMEM_HOME": "", "GRAPHMEM_PROJECT": ""}
+    # ingest from the workspace root: the home is ./.graphmem there; the last project is "other"
+    assert graphmem("ingest", "acme", cwd=work, env=env).returncode == 0
+    assert graphmem("ingest", "other", cwd=work, env=env).returncode == 0
+    inside = repo / "services" / "billing"
+    out = graphmem("query", "Which commit caused INC-042?", "--json", cwd=inside, env=env)
+    assert out.returncode == 0, out.stderr
+    answer = json.loads(out.stdout)
+    assert answer["results"][0]["key"] in example_org[1]["incidents"]["incident:INC-042"]["caused_by"]
+    status = json.loads(graphmem("status", "--json", cwd=inside, env=env).stdout)
+    assert status["project"] == "acme"
+    assert json.loads(graphmem("status", "--json", cwd=other, env=env).stdout)["project"] == "other"
