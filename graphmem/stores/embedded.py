@@ -228,6 +228,9 @@ class EmbeddedStore(TraversalMixin):
                 db.execute("PRAGMA journal_mode=WAL")
                 # NORMAL in WAL mode: a committed transaction survives a killed process.
                 db.execute("PRAGMA synchronous=NORMAL")
+                # Replaced and deleted rows are overwritten, not left in free pages: text that a
+                # later ingest redacts or withdraws does not linger on disk.
+                db.execute("PRAGMA secure_delete=ON")
                 # A larger page cache keeps the B-tree pages of big batches in memory (64 MiB).
                 db.execute("PRAGMA cache_size=-65536")
                 db.executescript(SCHEMA)
