@@ -42,15 +42,18 @@ _SIMPLE_VAR = re.compile(r"^(?:(?:self|this)\.)?[A-Za-z_$][\w$]*$")
 
 
 # PEP 263: a coding declaration in one of the first two lines (other languages' files rarely have one).
+# One well-formed multi-byte UTF-8 character: a legacy (8-bit) text almost never contains one.
+_UTF8_SEQUENCE = re.compile(rb"[\xc2-\xdf][\x80-\xbf]|[\xe0-\xef][\x80-\xbf]{2}|[\xf0-\xf4][\x80-\xbf]{3}")
 _CODING = re.compile(rb"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)", re.MULTILINE)
 
 
 def decode(data: bytes) -> tuple[str, bool]:
     """Text of a file and whether it was not UTF-8.
 
-    Text that is not UTF-8 is read in the encoding it declares (PEP 263), else as Windows-1252,
-    else as Latin-1 (which reads any bytes): a legacy identifier such as ``café`` keeps its name
-    instead of being cut at a replacement character the grammars do not accept.
+    Text that is not UTF-8 is read in the encoding it declares (PEP 263); else, when it holds no
+    well-formed UTF-8 character at all, as Windows-1252 (then Latin-1, which reads any bytes), so a
+    legacy identifier such as ``café`` keeps its name instead of being cut at a replacement
+    character the grammars do not accept; else as UTF-8 with the bad bytes replaced.
     """
     try:
         return data.decode("utf-8"), False
@@ -58,6 +61,10 @@ def decode(data: bytes) -> tuple[str, bool]:
         pass
     head = b"\n".join(data.split(b"\n", 2)[:2])
     declared = _CODING.search(head)
+    if not declared and _UTF8_SEQUENCE.search(data):
+        # Mostly UTF-8 with a few bad bytes: reading it all as a legacy encoding would garble the
+        # good characters, so only the bad bytes are replaced.
+        return data.decode("utf-8", errors="replace"), True
     for encoding in ([declared.group(1).decode("ascii")] if declared else []) + ["cp1252", "latin-1"]:
         try:
             return data.decode(encoding), True
