@@ -1070,6 +1070,262 @@ public class DeliveryLog {
 }
 """
 
+# --- documentation ------------------------------------------------------------------------------
+# READMEs, conventions, contribution rules and a runbook: questions such as "how do I restart the
+# notifications worker?" are answered by these alone (facts.json["docs"]).
+
+CONVENTIONS_MD = """\
+# Engineering conventions
+
+These conventions apply to every acme service, whatever its language. Reviewers point to this
+file; `.editorconfig` and the linters enforce what they can.
+
+## Logging
+
+- Log structured JSON, one event per line, with the fields `service`, `request_id` and `level`.
+- Log an error once, where it is handled: with the exception, its cause and the request id.
+  Do not log and re-raise; the caller would log the same failure again.
+- `INFO` for state changes (an invoice finalized), `WARN` for retries, `ERROR` only for
+  failures that need a human.
+- Never log credentials, tokens or full card numbers; customer e-mail addresses only hashed.
+
+## Error handling
+
+- Validate requests at the API edge and answer 400 with an error code; a missing field must
+  never become a 500.
+- Wrap errors with context and keep the cause (`fmt.Errorf("append entry %s: %w", ref, err)` in
+  Go, `raise InvoiceError(...) from exc` in Python).
+- Catch broad exceptions only at the top of a request handler or a job.
+- A retried write needs an idempotency key or a deduplication record.
+
+## Naming
+
+- Services and their folders are single lower-case words: `billing`, `ledger`.
+- Python functions and modules in `snake_case`, classes in `CapWords`; Go exports in
+  `MixedCaps`; TypeScript and Java methods in `camelCase`.
+- Kafka topics are named `<service>.<plural noun>`, for example `ledger.entries`.
+- Money is an integer number of cents; say so in the name or the docstring.
+
+## Testing
+
+- Every bug fix comes with a test that fails without the fix.
+- Unit tests live next to the code: `test_*.py`, `*_test.go`, `*.test.ts`, `*Test.java`.
+- Each client in `clients/` has contract tests against the service it calls.
+- Tests never reach the network; use the fakes in `libs/`.
+"""
+
+CONTRIBUTING_MD = """\
+# Contributing to acme
+
+## Workflow
+
+Branch from `main` and name the branch after its ticket, for example `pay-12-refunds`. Keep a
+pull request to one change; large features land behind a flag in several pull requests.
+
+## Commit messages
+
+- A subject line in the imperative mood, at most 72 characters, ending with the ticket in
+  parentheses: `Add refund endpoint (PAY-12)`.
+- A blank line, then the why of the change in wrapped prose.
+- Name decisions as `ADR-<number>` and incidents as `INC-<number>`. A change that fixes an
+  incident ends with a `Fixes: INC-<number>` trailer; shared work with `Co-authored-by:` trailers.
+
+## Code review
+
+- Every change needs an approval from the team that owns the code (`.github/CODEOWNERS`).
+- A change to a decision record needs the approval of one of its deciders.
+- Reviewers check the rules in `CONVENTIONS.md`.
+
+## Checks
+
+Run the linters and the tests of the services you touched before asking for a review:
+
+    make lint test
+"""
+
+EDITORCONFIG = """\
+root = true
+
+[*]
+charset = utf-8
+end_of_line = lf
+insert_final_newline = true
+trim_trailing_whitespace = true
+
+[*.py]
+indent_style = space
+indent_size = 4
+max_line_length = 100
+
+[*.{ts,json}]
+indent_style = space
+indent_size = 2
+
+[*.java]
+indent_style = space
+indent_size = 4
+
+[*.go]
+indent_style = tab
+"""
+
+BILLING_README = """\
+# Billing service
+
+Billing creates, taxes and finalizes customer invoices. It serves the invoice API behind the
+gateway: `POST /v1/invoices` creates an invoice, `GET /v1/invoices/{invoice_id}` reads one.
+
+## Running locally
+
+    createdb billing
+    export BILLING_DATABASE_URL=postgresql://localhost:5432/billing
+    python -m billing.app --port 8081
+
+`build_routes` in `app.py` wires the handlers to their routes.
+
+## Dependencies
+
+- PostgreSQL, one database for billing alone (ADR-2).
+- The ledger, for customer balances.
+- Notifications, for invoice emails.
+"""
+
+LEDGER_README = """\
+# Ledger service
+
+The ledger keeps acme's double-entry book: every invoice becomes an entry on the customer's
+receivable account, and balances are served over HTTP (`GET /v1/accounts/{account}/balance`).
+
+## Running locally
+
+Start a PostgreSQL server, create the `ledger` database, then run the service from the
+repository root:
+
+    LEDGER_DATABASE_URL=postgres://localhost/ledger go run ./services/ledger/cmd/ledger
+
+It listens on port 8080.
+
+## Dependencies
+
+- PostgreSQL for the entries (ADR-2).
+"""
+
+LEDGER_README_KAFKA = """\
+- PostgreSQL for the entries (ADR-2).
+- Kafka: entries arrive on the topic `ledger.entries` (ADR-5); set `KAFKA_BROKERS` to a
+  comma-separated list of brokers when running locally. Entries are booked idempotently by
+  reference, so replaying the topic never books an entry twice.
+"""
+
+GATEWAY_README = """\
+# API gateway
+
+The gateway is acme's public API. It checks the API key of every request, applies rate limits
+and forwards invoice calls to billing and preference reads to notifications.
+
+## Running locally
+
+    cd services/gateway
+    npm install && npm run build
+    BILLING_URL=http://localhost:8081 NOTIFICATIONS_URL=http://localhost:8083 npm start
+
+## Dependencies
+
+- billing, through `BillingClient` in `clients/ts/billing.ts`.
+- notifications, through `clients/ts/notifications.ts`.
+"""
+
+NOTIFICATIONS_README = """\
+# Notifications service
+
+Sends customer emails: invoice emails on behalf of billing and the monthly account
+statements. Java 21, built with Gradle.
+
+## Running locally
+
+    cd services/notifications
+    ./gradlew run
+
+Emails go to a local SMTP catcher on port 1025 unless `SMTP_HOST` is set.
+
+## Dependencies
+
+- An SMTP relay for outgoing mail.
+- The ledger API, for the balances on statements (`LedgerClient`).
+- Redis, for the delivery log.
+
+Operating the service: see docs/runbooks/notifications.md.
+"""
+
+RUNBOOK_MD = """\
+# Notifications runbook
+
+Owner: growth team (@acme/growth). Escalate to Emma Novak (emma@acme.dev) or Femi Okafor
+(femi@acme.dev).
+
+## Overview
+
+The notifications service runs as two deployments in the `notifications` namespace:
+`notifications-api`, the HTTP API that billing and the gateway call, and
+`notifications-worker`, which drains the outgoing email queue through the SMTP relay.
+
+## Restarting the email worker
+
+Restart the worker when the outgoing queue stops draining, or after the SMTP relay credentials
+were rotated:
+
+1. Stop new deliveries: `kubectl -n notifications scale deployment/notifications-worker --replicas=0`.
+2. Wait until the `smtp_inflight` gauge on the Notifications dashboard is back at zero.
+3. Start it again: `kubectl -n notifications scale deployment/notifications-worker --replicas=2`.
+4. Check the worker logs for `EmailSender ready` and watch the queue depth fall.
+
+A restart never sends an email twice: the Redis delivery log (DeliveryLog) drops deliveries it
+has already seen.
+
+## Duplicate emails
+
+Customers reporting two copies of one email: check the Redis delivery log first (see INC-038).
+If Redis was flushed, pause the worker as above until the backlog has been deduplicated.
+
+## Monthly statements job
+
+StatementJob runs on the first day of each month and needs the ledger API
+(clients/java LedgerClient). When the ledger was down, rerun it for the failed accounts:
+
+    kubectl -n notifications create job --from=cronjob/statements statements-rerun
+"""
+
+
+# Every document of the repository (decision records and postmortems aside): path -> (title,
+# doc_type, {section heading: convention topic} for the sections that state conventions).
+DOCS = {
+    "README.md": ("acme monorepo", "readme", {}),
+    "CONVENTIONS.md": ("Engineering conventions", "convention",
+                       {"Logging": "logging", "Error handling": "error handling", "Naming": "naming",
+                        "Testing": "testing"}),
+    "CONTRIBUTING.md": ("Contributing to acme", "contributing",
+                        {"Commit messages": "commit messages", "Code review": "code review"}),
+    ".editorconfig": ("EditorConfig settings (.editorconfig)", "convention",
+                      {"[*]": "formatting", "[*.py]": "formatting", "[*.{ts,json}]": "formatting",
+                       "[*.java]": "formatting", "[*.go]": "formatting"}),
+    "services/billing/README.md": ("Billing service", "readme", {}),
+    "services/gateway/README.md": ("API gateway", "readme", {}),
+    "services/ledger/README.md": ("Ledger service", "readme", {}),
+    "services/notifications/README.md": ("Notifications service", "readme", {}),
+    "docs/runbooks/notifications.md": ("Notifications runbook", "runbook", {}),
+}
+# Questions only the documentation answers: (id, question, document path, section heading).
+DOC_QUESTIONS = [
+    ("docs-1", "How do I restart the notifications worker?", "docs/runbooks/notifications.md",
+     "Restarting the email worker"),
+    ("docs-2", "What is our convention for logging errors?", "CONVENTIONS.md", "Logging"),
+    ("docs-3", "How do I run the ledger service locally?", "services/ledger/README.md", "Running locally"),
+    ("docs-4", "How should I write a commit message?", "CONTRIBUTING.md", "Commit messages"),
+    ("docs-5", "What is the indentation size for Python?", ".editorconfig", "[*.py]"),
+    ("docs-6", "How are Kafka topics named?", "CONVENTIONS.md", "Naming"),
+]
+
+
 # --- decision records ---------------------------------------------------------------------------
 
 
@@ -1123,6 +1379,7 @@ def build_steps() -> list[Step]:
     return [
         s("init", "carla", 120, "Initial monorepo layout and ADR-1 (PLAT-1)", writes={
             "README.md": README, "graphmem.toml": graphmem_toml(), ".github/CODEOWNERS": CODEOWNERS,
+            "CONVENTIONS.md": CONVENTIONS_MD, "CONTRIBUTING.md": CONTRIBUTING_MD, ".editorconfig": EDITORCONFIG,
             "go.mod": GO_MOD, "libs/python/acme_http/__init__.py": '"""Shared HTTP helpers."""\n',
             "libs/python/acme_http/client.py": HTTP_PY, "libs/ts/http.ts": HTTP_TS,
             ADR_FILES["adr:1"]: lambda ctx: adr_nygard(
@@ -1149,11 +1406,11 @@ def build_steps() -> list[Step]:
         }),
         s("ledger_store", "bo", 116, "Add ledger service with PostgreSQL store (PAY-2, ADR-2)", writes={
             LEDGER_STORE: STORE_GO, "services/ledger/internal/api/api.go": API_GO,
-            "services/ledger/cmd/ledger/main.go": MAIN_GO,
+            "services/ledger/cmd/ledger/main.go": MAIN_GO, "services/ledger/README.md": LEDGER_README,
         }, symbols=[sym(LEDGER_STORE, "Store.Append"), sym(LEDGER_STORE, "Store.Balance")]),
         s("billing_api", "ana", 115, "Add invoice API handlers (PAY-3)", writes={
             f"{B}/api/__init__.py": "", H: HANDLERS_PY, f"{B}/db.py": DB_PY, SVC: SERVICE_PY,
-            f"{B}/app.py": APP_PY,
+            f"{B}/app.py": APP_PY, f"{B}/README.md": BILLING_README,
         }, symbols=[sym(H, "InvoiceHandler.post"), sym(H, "InvoiceHandler.get"), sym(SVC, "InvoiceService.finalize")]),
         s("adr3", "bo", 114, "ADR-3: call the ledger synchronously over HTTP (PAY-4)", writes={
             "clients/python/acme_clients/__init__.py": '"""Python clients of acme services."""\n',
@@ -1177,6 +1434,7 @@ def build_steps() -> list[Step]:
             "services/gateway/src/middleware/auth.ts": AUTH_TS,
             "clients/ts/billing.ts": BILLING_CLIENT_TS,
             "clients/ts/notifications.ts": NOTIFICATIONS_CLIENT_TS,
+            "services/gateway/README.md": GATEWAY_README,
             ADR_FILES["adr:4"]: lambda ctx: adr_madr(
                 "TypeScript API gateway in front of all services", ctx.day(112), "accepted",
                 ["Carla Diaz", "Dev Patel"],
@@ -1317,6 +1575,7 @@ def build_steps() -> list[Step]:
         s("statements", "femi", 80, "Monthly statements from ledger balances (GRO-14)", writes={
             "clients/java/src/main/java/dev/acme/clients/ledger/LedgerClient.java": LEDGER_CLIENT_JAVA,
             f"{JAVA_BASE}/statements/StatementJob.java": STATEMENT_JOB_JAVA,
+            "services/notifications/README.md": NOTIFICATIONS_README,
         }, symbols=[sym(f"{JAVA_BASE}/statements/StatementJob.java", "StatementJob.sendStatement")]),
         s("inc038_cause", "emma", 70, "Retry email delivery on SMTP timeouts (GRO-17)", edits=[
             (EMAIL_SENDER, "        return transport.deliver(to, subject, body);\n",
@@ -1363,6 +1622,7 @@ def build_steps() -> list[Step]:
             ("services/ledger/internal/api/api.go", "\t_ = json.NewEncoder(w).Encode(map[string]int64{\"balance\": balance})\n",
              "\tw.Header().Set(\"content-type\", \"application/json\")\n"
              "\t_ = json.NewEncoder(w).Encode(map[string]int64{\"balance\": balance})\n"),
+            ("services/ledger/README.md", "- PostgreSQL for the entries (ADR-2).\n", LEDGER_README_KAFKA),
         ], symbols=[sym(SVC, "InvoiceService.outstanding_balance"),
                     sym("services/ledger/internal/api/api.go", "Server.HandleBalance")]),
         s("deps", "dev", 38, "Upgrade gateway dependencies (PLAT-23)", edits=[
@@ -1456,11 +1716,7 @@ def build_steps() -> list[Step]:
         ], symbols=[sym("clients/ts/billing.ts", "BillingClient.createInvoice"),
                     sym("clients/ts/billing.ts", "idempotencyKey")], coauthors=["carla"]),
         s("runbook", "emma", 2, "Add notifications runbook (GRO-40)", writes={
-            "docs/runbooks/notifications.md": (
-                "# Notifications runbook\n\nOwner: growth team (@acme/growth).\n\n"
-                "- Duplicate emails: check the Redis delivery log (DeliveryLog) first, see INC-038.\n"
-                "- Statements job: needs the ledger API (clients/java LedgerClient).\n"
-            ),
+            "docs/runbooks/notifications.md": RUNBOOK_MD,
         }),
     ]
 
@@ -1528,6 +1784,7 @@ class Context:
     def __init__(self, now: date) -> None:
         self.base = datetime(now.year, now.month, now.day, 12, 0, tzinfo=timezone.utc)
         self.shas: dict[str, str] = {}
+        self.root: Path | None = None  # the repository, once it is being written
 
     def at(self, days_ago: float, hour: float | None = None) -> datetime:
         """``days_ago`` days before noon UTC of --now; or at ``hour`` UTC of that day if given."""
@@ -1664,6 +1921,7 @@ def make_org(out: Path, now: date) -> dict:
     git = Git(root)
     git("init", "-q", "-b", "main", "--template=")
     ctx = Context(now)
+    ctx.root = root
     steps = build_steps()
     files_by_label: dict[str, list[str]] = {}
     for step in steps:
@@ -1771,6 +2029,22 @@ def build_facts(ctx: Context, steps: list[Step], files: dict[str, list[str]], no
         {"id": "org-7", "question": "Which endpoint handler failed in the latest incident?",
          "gold": [incidents[latest]["failing_symbol"]], "hops": 1},
     ]
+    added = {}
+    for step in steps:
+        for path in step.writes:
+            added.setdefault(path, step.label)
+    docs = {
+        "documents": {
+            f"doc:{path}": {"path": path, "title": title, "doc_type": doc_type,
+                            "format": {".md": "markdown"}.get(Path(path).suffix, "editorconfig"),
+                            "added_by": commit(added[path]),
+                            "sections": [h for h in _headings(path, ctx) if h != title],
+                            "conventions": conventions}
+            for path, (title, doc_type, conventions) in DOCS.items()
+        },
+        "questions": [{"id": qid, "question": text, "gold": [f"doc:{path}"], "section": section, "hops": 1,
+                       "type": "documentation"} for qid, text, path, section in DOC_QUESTIONS],
+    }
     return {
         "now": now.isoformat(),
         "repo_dir": "acme",
@@ -1790,7 +2064,17 @@ def build_facts(ctx: Context, steps: list[Step], files: dict[str, list[str]], no
         "latest_incident": latest,
         "commit_symbols": {commit(s.label): sorted(s.symbols) for s in steps if s.symbols},
         "questions": questions,
+        "docs": docs,
     }
+
+
+def _headings(path: str, ctx: Context) -> list[str]:
+    """Section headings of a document as the final tree has it (Markdown ``#`` lines, EditorConfig
+    ``[glob]`` lines)."""
+    assert ctx.root is not None
+    text = (ctx.root / path).read_text(encoding="utf-8")
+    pattern = r"^\[(.+)\]$" if path.endswith(".editorconfig") else r"^#{1,6} (.+)$"
+    return [f"[{m}]" if path.endswith(".editorconfig") else m for m in re.findall(pattern, text, re.MULTILINE)]
 
 
 # Definitions in the files the ADR-5 commits create (PUBLISHER_PY, CONSUMER_GO).

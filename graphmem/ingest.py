@@ -30,6 +30,7 @@ import orjson
 from extractors import code
 from extractors.base import Extraction, Skipped
 from extractors.decisions import extract_decision, is_decision_record
+from extractors.docs import CHECKED_KINDS, DocContext, extract_document, is_document
 from extractors.git import extract_history, head_commit, is_git_repo, root_commits
 from extractors.incidents import extract_incident, is_incident_report
 from extractors.ownership import ServiceMap, Team, extract_ownership, teams_from_config
@@ -418,6 +419,19 @@ def ingest(
                 history = extract_history(root, parse=_symbol_ranges)
             report.commits = sum(1 for n in history.nodes if n.key.startswith("commit:"))
 
+    # --- documentation that changed: READMEs, guides, runbooks, conventions, linter settings ---
+    documentation = Extraction()
+    doc_paths = [p for p in sorted(changed) if is_document(p)]
+    if doc_paths:
+        # After the history: the people and tickets it names are what documents may mention.
+        known = {n.key for n in store.iter_nodes(CHECKED_KINDS)}
+        known |= {n.key for part in (ownership, docs, history) for n in part.nodes}
+        context = DocContext.build(vocabulary, hashes, (n.key[5:] for n in code_graph.nodes
+                                                        if n.key.startswith("file:")), known)
+        for path in doc_paths:
+            documentation.extend(extract_document(path, contents[path], context=context, source_commit=head))
+        report.skipped += documentation.skipped
+
     # --- write: the new facts, then withdraw what changed or vanished sources no longer say ---
     code_keys_changed = {n.key for n in code_graph.nodes if n.provenance.source_path in changed}
     code_part = Extraction(
@@ -431,7 +445,8 @@ def ingest(
     # Commit messages and docstrings name services, symbols and technologies as documents do.
     prose = prose_mentions(Extraction(nodes=code_part.nodes + history.nodes), vocabulary,
                            service_of=services.service_of)
-    batch = Extraction().extend(ownership).extend(code_part).extend(docs).extend(history).extend(prose)
+    batch = (Extraction().extend(ownership).extend(code_part).extend(docs).extend(documentation)
+             .extend(history).extend(prose))
     batch.rels += dependencies
     report.redactions += redact_extraction(batch)  # code was redacted when parsed: these are the rest
     # Facts start when the history says they began to hold, not at this ingest.

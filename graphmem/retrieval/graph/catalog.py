@@ -97,6 +97,13 @@ class Catalog:
             return [f"ADR-{node.props.get('number')}", name]
         if kind is NodeKind.INCIDENT:
             return [node.key.split(":", 1)[1], name]
+        if kind is NodeKind.DOCUMENT and isinstance(node.props.get("path"), str):
+            # A repository's document is named by its path, as a file is. Its title describes it
+            # ("Billing service") and would take the question's words from the node they name;
+            # the title is found by words and meaning like the rest of its text. (A passage of a
+            # corpus has no path: its title is the name of what it is about.)
+            path = str(node.props["path"])
+            return [path, path.rsplit("/", 1)[-1]]
         return [name]
 
 

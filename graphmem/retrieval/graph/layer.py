@@ -147,20 +147,26 @@ def rank_passages(layer: EntityLayer, cat: Catalog, q: Question, linked: dict[st
                   query_vec: np.ndarray | None = None) -> GraphResult:
     """Rank by personalised PageRank over the entity layer (see ``EntityLayer``): the named
     entities seed it by their specificity, passages the question names by title seed it fully,
-    and the best lexical and vector passages join weakly (as in HippoRAG 2)."""
+    and the best lexical and vector passages join weakly (as in HippoRAG 2). A seed passage that
+    names no entity is an isolated node of the walk and keeps its share of the restart mass."""
     config = layer.config
     seeds: dict[str, float] = {}
+    # A passage that names no entity is a node of the layer without edges (every passage is a node
+    # in HippoRAG 2): the walk cannot leave it, so it keeps its share of the restart mass.
+    isolated: dict[str, float] = {}
     for key, link in linked.items():
         i = layer.index.get(key)
         if i is None:
+            if not key.startswith(NodeKind.ENTITY.prefix):
+                isolated[key] = isolated.get(key, 0.0) + link.weight * config.doc_seed_weight
             continue
         if layer.entity[i]:
             seeds[key] = seeds.get(key, 0.0) + link.weight * float(layer.specificity[i])
         else:
             seeds[key] = seeds.get(key, 0.0) + link.weight * config.doc_seed_weight
     for rank, key in enumerate(lexical_seeds):
-        if key in layer.index:
-            seeds[key] = seeds.get(key, 0.0) + config.lexical_seed_weight / (rank + 1)
+        target = seeds if key in layer.index else isolated
+        target[key] = target.get(key, 0.0) + config.lexical_seed_weight / (rank + 1)
     # Extracted facts the question reads like (HippoRAG 2's query-to-triple linking): their
     # subjects and objects are where the answer's passages are.
     if layer.facts and query_vec is not None and fact_vectors is not None and config.facts:
@@ -174,11 +180,14 @@ def rank_passages(layer: EntityLayer, cat: Catalog, q: Question, linked: dict[st
                 weight = config.fact_seed_weight * float(sims[j]) * float(layer.specificity[layer.index[key]])
                 seeds[key] = seeds.get(key, 0.0) + weight
                 linked.setdefault(key, Link(0.0, LinkReason.FACT, detail))
-    result = GraphResult([], seeds, dict(linked), anchored=False,
+    result = GraphResult([], {**seeds, **isolated}, dict(linked), anchored=False,
                          named=bool(linked), layer=True)
-    if not seeds:
+    if not seeds and not isolated:
         return result
-    scores = layer.rank(seeds)
+    inside = sum(seeds.values())
+    total = inside + sum(isolated.values())
+    # PageRank normalises the restart vector over the layer's seeds; rescale to all seeds.
+    scores = layer.rank(seeds) * (inside / total) if seeds else np.zeros(len(layer.keys))
     wants_entities = NodeKind.ENTITY in q.answer_kinds
     order = np.argsort(-scores, kind="stable")
     top: list[int] = []
@@ -188,10 +197,12 @@ def rank_passages(layer: EntityLayer, cat: Catalog, q: Question, linked: dict[st
         if layer.entity[i] and not wants_entities:
             continue
         top.append(int(i))
-    result.reached = int(np.count_nonzero(scores))
+    result.reached = int(np.count_nonzero(scores)) + len(isolated)
     paths = layer.paths([layer.index[key] for key in seeds if key in layer.index], top)
-    for i in top:
-        key = layer.keys[i]
+    ranked = [(float(scores[i]), layer.keys[i], paths.get(i, Path((layer.keys[i],), ()))) for i in top]
+    ranked += [((1 - config.damping) * w / total, key, Path((key,), ())) for key, w in isolated.items()]
+    ranked.sort(key=lambda item: -item[0])  # stable: ties keep the layer's order, then the lexical one
+    for score, key, path in ranked[:k]:
         if key in cat.nodes:
-            result.hits.append(GraphHit(key, float(scores[i]), paths.get(i, Path((key,), ()))))
+            result.hits.append(GraphHit(key, score, path))
     return result
