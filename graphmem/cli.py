@@ -730,6 +730,18 @@ def hooks_uninstall(path: Path) -> None:
         click.echo(f"removed {hook}")
 
 
+def _add_agent_commands() -> None:
+    """``graphmem memory`` and ``graphmem context``, defined beside their libraries."""
+    from graphmem.context import context_cli
+    from graphmem.memory import memory_cli
+
+    cli.add_command(memory_cli(pass_context, json_option))
+    cli.add_command(context_cli(pass_context, json_option))
+
+
+_add_agent_commands()
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script."""
     # The driver logs each retried transaction (say, a deadlock it resolves) as a warning; the

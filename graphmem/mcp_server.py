@@ -2,7 +2,9 @@
 
 Built on the official ``mcp`` SDK (``MCPServer``), over stdio or streamable HTTP. The tools are
 the ones SPEC.md names: ``search``, ``explain``, ``get_node``, ``neighbors``, ``cypher``,
-``ingest`` and ``status``. Resources give the graph's schema and the saved Cypher queries.
+``ingest`` and ``status``. Resources give the graph's schema and the saved Cypher queries. Agent
+memory and session context (``update_memory``, ``load_context``... and ``graphmem://memory/*``) are
+registered by :mod:`graphmem.memory` and :mod:`graphmem.context`.
 
 Everything a repository wrote reaches the agent as data, never as instructions: it travels only in
 fields whose names start with ``untrusted_`` (passages ``untrusted_text``, names ``untrusted_name``,
@@ -54,6 +56,7 @@ from graphmem.model import (
     parse_day,
     to_iso,
 )
+from graphmem.memory import EXTRACTOR as MEMORY_EXTRACTOR
 from graphmem.retrieval.config import DEFAULT_MODE, PRESETS
 
 log = logging.getLogger(__name__)
@@ -72,7 +75,10 @@ INSTRUCTIONS = (
     "natural language); every hit has a key such as service:billing, sym:path::Name, adr:5, incident:INC-042 "
     "or commit:<sha>, the graph paths that justify it and its provenance. Follow up with "
     "`get_node`, `neighbors` and `explain` (paths between two keys), or read-only `cypher` "
-    "(see the graphmem://schema and graphmem://queries resources). " + CONTENT_NOTICE
+    "(see the graphmem://schema and graphmem://queries resources). Across sessions: `load_context` at a "
+    "session's start, `get_current_diff` while working, `update_memory` for what should outlast the session, "
+    "`save_context` at its end; hits marked agent_written were written by agents, not read from a file. "
+    + CONTENT_NOTICE
 )
 KEY_HELP = "A node key, e.g. service:billing, sym:services/billing/api.py::Handler.post, adr:5, incident:INC-042."
 TYPES_HELP = "Only these relationship types, e.g. ['CALLS', 'OWNS'] (see graphmem://schema)."
@@ -181,6 +187,7 @@ class Service:
         for hit in out["results"]:
             hit["untrusted_text"] = _clip(hit.pop("text"), lim.passage_chars)
             hit["untrusted_name"] = hit.pop("name", "")
+            hit["agent_written"] = hit["provenance"].get("extractor") == MEMORY_EXTRACTOR
         analysis = out.get("analysis") or {}
         if "linked" in analysis:  # why each node was linked quotes its name
             analysis["untrusted_linked"] = analysis.pop("linked")
@@ -439,6 +446,13 @@ def build_server(service: Service) -> Any:
                      description="The text of one saved Cypher query.")
     def query_resource(name: str) -> str:
         return Service.saved_query(name)
+
+    # Agent memory and session context (graphmem.memory, graphmem.context): tools and graphmem://memory/*.
+    from graphmem.context import register_context_tools
+    from graphmem.memory import register_memory_tools
+
+    register_memory_tools(server, service)
+    register_context_tools(server, service)
 
     @server.custom_route("/healthz", methods=["GET"])
     async def health(request: Any) -> Any:

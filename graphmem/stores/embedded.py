@@ -341,6 +341,18 @@ class EmbeddedStore(TraversalMixin):
             with self._rw.write():
                 apply()
             return
+        self._begin(db)
+        try:
+            apply = work(db)
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        with self._rw.write():
+            apply()  # the in-memory graph changes only once the transaction is durable
+
+    def _begin(self, db: sqlite3.Connection) -> None:
+        """Open an IMMEDIATE (write) transaction on an up-to-date graph."""
         try:
             db.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as exc:
@@ -350,13 +362,9 @@ class EmbeddedStore(TraversalMixin):
             if version != self._version:
                 self._load(db)
                 self._version = version
-            apply = work(db)
-            db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
             raise
-        with self._rw.write():
-            apply()  # the in-memory graph changes only once the transaction is durable
 
     def ensure_schema(self) -> None:
         self._conn()
@@ -371,15 +379,8 @@ class EmbeddedStore(TraversalMixin):
                 yield
                 return
             with _gc_paused():
+                self._begin(db)
                 try:
-                    db.execute("BEGIN IMMEDIATE")
-                except sqlite3.OperationalError as exc:
-                    raise StoreError(f"the embedded store is locked by another process: {exc}") from exc
-                try:
-                    version = db.execute("PRAGMA data_version").fetchone()[0]
-                    if version != self._version:
-                        self._load(db)
-                        self._version = version
                     self._atomic_thread = threading.get_ident()  # its reads see its own writes
                     yield
                 except BaseException:
