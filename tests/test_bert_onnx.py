@@ -19,6 +19,7 @@ import pytest
 from graphmem.errors import ModelError
 from graphmem.retrieval.bert_onnx import UnsupportedModel, load_weights, read_spec
 from graphmem.retrieval.embed import default_model_path
+from tests.conftest import require
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 NO_TORCH = ("import sys\n"
@@ -91,9 +92,12 @@ def test_unsupported_model_without_torch_says_what_to_install(tmp_path: Path) ->
 def test_cross_encoder_scores_without_torch(tmp_path: Path) -> None:
     """A BertForSequenceClassification (the reranker's shape) exported by the builder's logits head, in a process
     without torch, scores as transformers does."""
-    pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
+    import importlib.util
+
+    require(importlib.util.find_spec("torch") is not None and importlib.util.find_spec("transformers") is not None,
+            "torch and transformers (the 'train' extra, part of 'dev') build the reference model")
     import torch
+    import transformers
 
     from graphmem.retrieval.rerank import CrossEncoderReranker
 
