@@ -4,12 +4,14 @@ Text from documents and code ends up in BM25 and vector indexes and in answers h
 so credentials must not survive ingestion. Two families of rules:
 
 * **shaped** secrets recognisable on their own (``AKIA...``, ``ghp_...``, JWTs, private key
-  blocks, ``scheme://user:pass@host``);
+  blocks, also written as string literals, ``scheme://user:pass@host``, ``?password=...``
+  parameters, ``curl -u user:pass``);
 * **named** secrets: a value assigned to a name that says it is secret (``password = "..."``,
-  ``API_KEY=...``, ``"client_secret": "..."``). Values that are code rather than literals
-  (``os.environ["X"]``, ``get_token()``, type hints, variables such as ``new_password2``) are left
-  alone, and names that merely contain a secret word (``token_type``, ``password_hint``) do not
-  count;
+  ``API_KEY=...``, ``"client_secret": "..."``, ``setProperty("password", "...")``,
+  ``<password>...</password>``). Values that are code rather than literals (``os.environ["X"]``,
+  ``get_token()``, type hints, variables such as ``new_password2``) are left alone, and names that
+  merely contain a secret word (``token_type``, ``password_hint``) count only for random-looking
+  literals (``secret_key_base = "<128 hex digits>"``);
 * **spoken** secrets in comments, docstrings, commit messages and documents ("the admin password
   is hunter2-Zq9", "pwd hunter2-Zq9", "the deploy token is ..."): one word that mixes letters with
   digits or symbols, and is not vocabulary ("sha256", "v1.2.3", "32bytes") or a path.
@@ -220,6 +222,46 @@ def _named_bare(names: str) -> re.Pattern[str]:
     return re.compile(f"(?m)(?i:{names})" + _END_OF_NAME + _BARE_VALUE)
 
 
+# The same names where the name is itself a string and the value the next one: the two arguments
+# of a call (``props.setProperty("password", "...")``, ``os.environ.setdefault("API_TOKEN", "...")``;
+# lists and tuples of names are not calls), an XML element (``<password>...</password>``) or a
+# key/value attribute pair (``<add key="ApiKey" value="..."/>``, ``<property name="db.password" value="..."/>``).
+def _call_pair(names: str) -> re.Pattern[str]:
+    return re.compile(r"""[\w$]\([ \t]*(?P<n>["'`])[\w.\-]{0,60}?""" + f"(?i:{names})"
+                      + r"""(?P=n)[ \t]*,[ \t]*(?P<q>["'`])(?P<v>[^"'`\n]{1,500})(?P=q)[ \t]*\)""")
+
+
+def _xml_element(names: str) -> re.Pattern[str]:
+    return re.compile(r"<(?:[\w.\-]{1,60}:)?[\w.\-]{0,60}?" + f"(?i:{names})" + r">(?P<v>[^<>\n]{1,500})</")
+
+
+def _xml_pair(names: str) -> re.Pattern[str]:
+    return re.compile(r"""(?i:key|name)[ \t]*=[ \t]*["'][\w.:\-]{0,60}?""" + f"(?i:{names})"
+                      + r"""["'][ \t]+(?i:value)[ \t]*=[ \t]*(?P<q>["'])(?P<v>[^"'\n]{1,500})(?P=q)""")
+
+
+# A random-looking literal on the same line after an assignment to a name that contains a secret
+# word anywhere, not only at its end: ``config.secret_key_base = "..."``, ``clientSecret =
+# process.env.X ?? "..."``. The word must stand as a part of the name (``tokenizer`` and
+# ``passwordless`` do not count), and only high-entropy values made of key characters are taken
+# (not regular expressions, templates, markup or URLs).
+_HIDDEN_NAMES = (r"secret|token|passw(?:or)?d|passphrase|pwd|api[_-]?key|apikey|private[_-]?key"
+                 r"|access[_-]?key|signing[_-]?key|credentials?")
+_NEAR_SECRET_WORD = re.compile(
+    r"(?:(?<![A-Za-z0-9])|(?<=[a-z0-9])(?=[A-Z]))" + f"(?i:{_HIDDEN_NAMES})" + r"(?![a-z])"
+    r"""[A-Za-z0-9_\-]{0,40}["'`]?[ \t]*(?::=|=>|\?\?|\|\||[:=])[^\n"'`]{0,80}?"""
+    r"""(?P<q>["'`])(?P<v>[A-Za-z0-9+/=_\-.~:@!#%&*^]{16,500})(?P=q)""")
+
+
+def _random_literal(value: str) -> bool:
+    """A high-entropy literal that is not a URL, a type or variable name, or an alphabet."""
+    if "://" in value or not _high_entropy(value) or _looks_like_identifier(value):
+        return False
+    # "0123456789abcdef", "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567": character tables, not keys.
+    steps = sum(ord(b) - ord(a) == 1 for a, b in zip(value, value[1:]))
+    return steps < len(value) / 4
+
+
 # Prose: the secret word, an optional "for the admin account", a verb ("is", "was set to") or
 # an operator, then one word, optionally quoted. Trailing punctuation ends the sentence, not the
 # value; anything else glued to the word (a call, a subscript) means code, and no match.
@@ -234,7 +276,8 @@ _VERB = (r"(?:(?:is|was|are|were)(?:[ \t]+(?:now|still|currently|temporarily))?"
 def _spoken(names: str, *, verb: bool) -> re.Pattern[str]:
     """``<name> [for the admin account] is <value>`` (``verb``) or ``<name>: <value>``."""
     # Markdown emphasis may wrap the label: "**Password:** X", "**Token**: X".
-    link = f"[ \\t]+(?i:{_VERB})[ \\t]+" if verb else r"[ \t]*(?::=|=>|[:=])\*{0,2}[ \t]*"
+    # A verb may end a line and the value start the next: prose is wrapped ("...was reset to\nX").
+    link = f"[ \\t]+(?i:{_VERB})(?:[ \\t]+|[ \\t]*\\n[ \\t]*)" if verb else r"[ \t]*(?::=|=>|[:=])\*{0,2}[ \t]*"
     return re.compile(
         f"(?i:{names})" + r"(?![A-Za-z0-9_])"
         + (r"(?:[ \t]+(?i:for|of|on)(?:[ \t]+[\w.@\-]{1,40}){1,3}?)?" if verb else r"[\"'*]{0,2}")
@@ -253,9 +296,11 @@ _NOT_BEFORE = r"(?<![A-Za-z0-9_])"
 
 _RULES: tuple[_Rule, ...] = (
     # Multi-line blocks first, so their base64 bodies are not half-eaten by other rules.
-    _r("private-key", _PEM_BEGIN + r"[A-Za-z0-9+/=\s:,.\-]{0,20000}?" + _PEM_END, ("private key",)),
+    # A key written as a string literal has "\\n" escapes, quotes and "+" between its lines (JSON,
+    # Java or JavaScript concatenation); the block runs to its END line all the same.
+    _r("private-key", _PEM_BEGIN + r"[A-Za-z0-9+/=\s:,.\-\\\"']{0,20000}?" + _PEM_END, ("private key",)),
     # A private key with its END line cut off (pasted into a postmortem, truncated by a log).
-    _r("private-key", _PEM_BEGIN + r"(?:\s*[A-Za-z0-9+/=:,.\-]{16,})*", ("private key",)),
+    _r("private-key", _PEM_BEGIN + r"(?:(?:\s|\\[nr]|[\"'+])*[A-Za-z0-9+/=:,.\-]{16,})*", ("private key",)),
     _r(
         "aws-access-key",
         r"(?<![A-Z0-9])(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AIPA|ANPA|ANVA|APKA|AROA|ASCA)[0-9A-Z]{16}(?![A-Z0-9])",
@@ -294,6 +339,11 @@ _RULES: tuple[_Rule, ...] = (
     # OpenAI / Anthropic style: "sk-" then a long run that contains a digit (prose like
     # "sk-learn-style" has none, and is short).
     _r("api-key", r"(?<![A-Za-z0-9_\-])sk-(?=[A-Za-z0-9_\-]{0,200}\d)[A-Za-z0-9_\-]{32,255}", ("sk-",)),
+    _r("digitalocean-token", _NOT_BEFORE + r"do[opr]_v1_[a-f0-9]{64}(?![A-Za-z0-9])", ("_v1_",)),
+    _r("vault-token", _NOT_BEFORE + r"hv[sbr]\.[A-Za-z0-9_\-]{24,500}", ("hvs.", "hvb.", "hvr.")),
+    _r("shopify-token", _NOT_BEFORE + r"shp(?:at|ss|ca|pa)_[a-fA-F0-9]{32}(?![A-Za-z0-9])", ("shpat_", "shpss_",
+                                                                                                "shpca_", "shppa_")),
+    _r("grafana-token", _NOT_BEFORE + r"glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}(?![A-Za-z0-9])", ("glsa_",)),
     _r("npm-token", _NOT_BEFORE + r"npm_[A-Za-z0-9]{36}(?![A-Za-z0-9])", ("npm_",)),
     _r("pypi-token", _NOT_BEFORE + r"pypi-AgE[A-Za-z0-9_\-]{50,500}", ("pypi-age",)),
     _r("huggingface-token", _NOT_BEFORE + r"hf_[A-Za-z0-9]{34,40}(?![A-Za-z0-9])", ("hf_",)),
@@ -315,6 +365,19 @@ _RULES: tuple[_Rule, ...] = (
         group=1,
         check=_url_password,
     ),
+    # Oracle's thin driver puts the password after a slash: jdbc:oracle:thin:<user>/<password>@//host/SID.
+    _r("url-password", r"jdbc:oracle:thin:[\w.$\-]{1,100}/(?P<v>[^@\s\"'`{][^@\s\"'`]{0,199})@", ("jdbc:oracle:thin:",),
+       group=1, check=_url_password),
+    # Credentials as URL or connection-string parameters: ?user=app&password=...; ;password=...;
+    _r("url-password", r"[?&;](?i:password|passwd|pwd|secret|token|api[_-]?key|access[_-]?token|client[_-]?secret)"
+       r"=(?P<v>[^&;\s\"'`#<>{][^&;\s\"'`#<>]{0,499})",
+       ("password=", "passwd=", "pwd=", "secret=", "token=", "key="), group=1, check=_url_password),
+    # Command lines: curl's -u with user and password, mysql's -p glued to the password. (A value
+    # never starts with "{": that is an f-string's or a template's own syntax; "${VAR}" stays whole.)
+    _r("password", r"\bcurl\b[^\n]{0,300}?[ \t](?:-u|--user)(?:[ \t]+|=)[\"']?[^\s:\"']{1,100}:"
+       r"(?P<v>[^\s\"'`{,;)][^\s\"'`,;)]{0,199})", ("curl",), group=1, check=_url_password),
+    _r("password", r"\bmysql(?:dump|admin|sh)?\b[^\n]{0,200}?[ \t]-p(?P<v>[^\s\"'`{\-][^\s\"'`,;)]{2,200})",
+       ("mysql",), group=1, check=_url_password),
     _r(
         "bearer-token",
         r"(?i:authorization)[\"']?\s*[:=]\s*[\"']?(?i:bearer|token|basic)\s+(?P<v>[A-Za-z0-9_\-.~+/=]{12,4000})",
@@ -328,6 +391,17 @@ _RULES: tuple[_Rule, ...] = (
     _Rule("password", _named_bare(_PASSWORD_NAMES), 1, _spoken_operand, ("pass", "pwd")),
     _Rule("secret", _named_bare(_STRONG_NAMES), 1, _bare_secret, ("secret", "token", "key", "conn")),
     _Rule("secret", _named_bare(_WEAK_NAMES), 1, _random_operand, ("key", "hmac", "salt", "credential")),
+    _Rule("password", _call_pair(_PASSWORD_NAMES), 2, _literal_secret, ("pass", "pwd")),
+    _Rule("secret", _call_pair(_STRONG_NAMES), 2, _random_literal, ("secret", "token", "key", "conn")),
+    _Rule("password", _xml_element(_PASSWORD_NAMES), 1, _literal_secret, ("pass", "pwd")),
+    _Rule("secret", _xml_element(_STRONG_NAMES), 1, _token_literal, ("secret", "token", "key", "conn")),
+    # (Needles that every match holds: "value=" for the attribute pairs, the compound names for the
+    # literal near a secret word; plain "key" is in most source files.)
+    _Rule("password", _xml_pair(_PASSWORD_NAMES), 2, _literal_secret, ("value=", "value =")),
+    _Rule("secret", _xml_pair(_STRONG_NAMES), 2, _token_literal, ("value=", "value =")),
+    _Rule("secret", _NEAR_SECRET_WORD, 2, _random_literal,
+          ("secret", "token", "pass", "pwd", "apikey", "api_key", "api-key", "privatekey", "private_key",
+           "private-key", "accesskey", "access_key", "access-key", "signing", "credential")),
     # Credentials stated in prose: comments, docstrings, commit messages, runbooks.
     _Rule("password", _spoken(_PASSWORD_NAMES, verb=True), 1, _spoken_secret, ("pass", "pwd")),
     _Rule("password", _spoken(_PASSWORD_NAMES, verb=False), 1, _spoken_operand, ("pass", "pwd")),
@@ -339,7 +413,7 @@ _RULES: tuple[_Rule, ...] = (
 
 # Identifies the rules: whatever was redacted under other rules (a cache, say) must be redacted
 # again. Pattern changes show in the fingerprint by themselves; bump the version when a check does.
-RULES_VERSION = 2
+RULES_VERSION = 3
 FINGERPRINT = hashlib.blake2b(
     "\0".join([str(RULES_VERSION), *(f"{r.kind}:{r.group}:{r.pattern.pattern}" for r in _RULES)]).encode(),
     digest_size=8,

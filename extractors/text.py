@@ -395,7 +395,13 @@ class Piece:
 
 
 def split_paragraphs(text: str, start_line: int, max_chars: int) -> list[Piece]:
-    """Split text into pieces of at most ``max_chars`` at paragraph, then line, then word breaks."""
+    """Split text into pieces of at most ``max_chars`` at paragraph, then line, then word breaks.
+
+    Secrets are redacted first, line count kept: a key block with a blank line in it (PGP armour)
+    or longer than a piece, or a sentence cut before its password, would escape the redaction of
+    each piece on its own.
+    """
+    text = redact_text(text, keep_lines=True)[0]
     lines = text.split("\n")
     paras: list[tuple[list[str], int]] = []
     cur: list[str] = []

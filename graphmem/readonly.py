@@ -15,7 +15,10 @@ Three guards stand between a query and the graph:
 3. :func:`run_read_only` runs the result in a READ access-mode transaction with a time limit (at
    most :func:`max_timeout_s`), so the server itself refuses a write the checker might have missed;
    that refusal is :class:`CypherRefused`, a query stopped by the time limit :class:`CypherTimeout`,
-   one stopped by Neo4j's memory guards :class:`CypherOutOfMemory`.
+   one stopped by Neo4j's memory guards :class:`CypherOutOfMemory`. Neo4j checks its time limit
+   between rows only, not while it evaluates one expression (a ``reduce`` or list comprehension over
+   a huge ``range`` runs to its end), so the runner also keeps a deadline of its own: past it, it
+   terminates the server-side transaction, drops the connection and raises :class:`CypherTimeout`.
 
 ``$project`` is always the store's project.
 """
@@ -23,12 +26,15 @@ Three guards stand between a query and the graph:
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import math
-import re
 import os
+import re
+import threading
 import time
 import unicodedata
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -751,8 +757,9 @@ def run_read_only(store: Any, query: str, params: Mapping[str, Any] | None = Non
     ``params`` travel as driver parameters, never spliced into the text; ``$project`` is always the
     store's project, and every node pattern is held to it (:func:`scope_to_project`). At most
     ``row_limit`` rows are read (``truncated`` tells whether there were more); past ``timeout_s``
-    seconds (at most :func:`max_timeout_s`) the server stops the query and :class:`CypherTimeout`
-    says so; a query stopped by the server's memory limits raises :class:`CypherOutOfMemory`.
+    seconds (at most :func:`max_timeout_s`) the server stops the query, or the runner gives up on it
+    a few seconds later and terminates its transaction, and :class:`CypherTimeout` says so; a query
+    stopped by the server's memory limits raises :class:`CypherOutOfMemory`.
     """
     driver = _driver_of(store)
     check_read_only(query)
@@ -773,17 +780,37 @@ def _check_limits(row_limit: int, timeout_s: float) -> None:
                           "(LIMIT, a smaller depth, a more selective MATCH) or raise GRAPHMEM_CYPHER_MAX_TIMEOUT")
 
 
+#: Seconds past its time limit a query gets for the server's own stop to arrive before the client
+#: gives up: Neo4j looks for transactions past their limit every 2 s (db.transaction.monitor.check.interval)
+#: and the query notices between rows.
+DEADLINE_GRACE_S = 3.0
+#: Seconds the client waits for Neo4j to confirm it terminated a transaction that ran past its
+#: deadline (a server busy collecting garbage may answer late; the caller is not kept waiting).
+TERMINATE_WAIT_S = 3.0
+#: The transaction metadata key that names a runner's transaction, so it can be found and terminated.
+TAG_KEY = "graphmem_cypher"
+
+
 def _execute(driver: Any, database: str | None, project: str, query: str, params: Mapping[str, Any] | None,
              *, row_limit: int, timeout_s: float) -> CypherResult:
-    """Run ``query`` in a READ transaction, without the checker (the server's guard still holds)."""
+    """Run ``query`` in a READ transaction, without the checker (the server's guard still holds).
+
+    The server's time limit stops a query between rows; it does not interrupt the evaluation of one
+    expression (``reduce`` or a list comprehension over a huge ``range``), which may run for minutes.
+    So the query runs on a worker thread, and when it is not done ``DEADLINE_GRACE_S`` after its
+    limit the runner gives up: it terminates the server-side transaction (found by its metadata
+    tag), closes the worker's connection and raises :class:`CypherTimeout`.
+    """
     import neo4j
-    import neo4j.exceptions as nx
 
     _check_limits(row_limit, timeout_s)
     values = dict(params or {})
     if "project" in values and values["project"] != project:
         raise CypherError(f"$project is the project of the store ({project}); choose another with --project")
     values["project"] = project
+    tag = uuid.uuid4().hex
+    box: dict[str, Any] = {}
+    done = threading.Event()
 
     def work(tx: Any) -> tuple[list[str], list[list[Any]], bool]:
         result = tx.run(query, values)
@@ -800,38 +827,99 @@ def _execute(driver: Any, database: str | None, project: str, query: str, params
         keys.resolve()
         return columns, [keys.fill(row) for row in rows], truncated
 
+    def worker() -> None:
+        try:
+            with driver.session(database=database, default_access_mode=neo4j.READ_ACCESS,
+                                fetch_size=min(row_limit + 1, 1000)) as session:
+                box["session"] = session
+                # An explicit transaction, not execute_read: the driver would retry a query stopped by
+                # the memory limits (a "transient" error) again and again for half a minute.
+                with session.begin_transaction(timeout=timeout_s, metadata={TAG_KEY: tag}) as tx:
+                    box["result"] = work(tx)
+                    tx.rollback()  # it only read; nothing to commit
+        except BaseException as exc:  # noqa: BLE001 - handed over to the caller's thread
+            box["error"] = exc
+        finally:
+            done.set()
+
     started = time.perf_counter()
+    threading.Thread(target=worker, name="graphmem-cypher", daemon=True).start()
     try:
-        with driver.session(database=database, default_access_mode=neo4j.READ_ACCESS,
-                            fetch_size=min(row_limit + 1, 1000)) as session:
-            # An explicit transaction, not execute_read: the driver would retry a query stopped by
-            # the memory limits (a "transient" error) again and again for half a minute.
-            with session.begin_transaction(timeout=timeout_s) as tx:
-                columns, rows, truncated = work(tx)
-                tx.rollback()  # it only read; nothing to commit
-    except (nx.ServiceUnavailable, nx.SessionExpired, nx.AuthError) as exc:
-        raise StoreUnavailable(f"Neo4j is not available: {exc}") from exc
-    except nx.Neo4jError as exc:
+        finished = done.wait(timeout_s + DEADLINE_GRACE_S)
+    except BaseException:  # Ctrl-C while waiting: the server must not go on with it either
+        _abandon(driver, database, tag, box)
+        raise
+    if not finished:
+        _abandon(driver, database, tag, box)
+        raise CypherTimeout(f"the query timed out after {timeout_s:g} s (the time limit of {timeout_s:g} s): Neo4j "
+                            "was still evaluating it, so its transaction was terminated; narrow it (LIMIT, smaller "
+                            "ranges, lists and strings built in the query) or raise --timeout")
+    if "error" in box:
+        raise _translate(box["error"], timeout_s) from None
+    columns, rows, truncated = box["result"]
+    return CypherResult(columns, rows, truncated, (time.perf_counter() - started) * 1000)
+
+
+def _translate(exc: BaseException, timeout_s: float) -> BaseException:
+    """The error to raise for what the driver raised on the worker thread."""
+    import neo4j.exceptions as nx
+
+    if isinstance(exc, (nx.ServiceUnavailable, nx.SessionExpired, nx.AuthError)):
+        return StoreUnavailable(f"Neo4j is not available: {exc}")
+    if isinstance(exc, nx.Neo4jError):
         code = exc.code or ""
         message = " ".join(str(exc.message or exc).split())
         if code in _REFUSAL_CODES or "AccessMode" in code:
-            raise CypherRefused(f"refused by Neo4j: the query tried to write in a read-only transaction "
-                                f"({message})") from None
+            return CypherRefused(f"refused by Neo4j: the query tried to write in a read-only transaction ({message})")
         if "IN TRANSACTIONS" in message:  # it must commit on its own, outside this transaction
-            raise CypherRefused(f"refused by Neo4j: CALL {{ ... }} IN TRANSACTIONS commits on its own ({message})") \
-                from None
+            return CypherRefused(f"refused by Neo4j: CALL {{ ... }} IN TRANSACTIONS commits on its own ({message})")
         if code in _TIMEOUT_CODES or "TimedOut" in code:
-            raise CypherTimeout(f"the query was stopped after the time limit of {timeout_s:g} s; narrow it "
-                                "(LIMIT, a smaller depth, a more selective MATCH) or raise --timeout") from None
+            return CypherTimeout(f"the query timed out after {timeout_s:g} s (the time limit of {timeout_s:g} s) "
+                                 "and Neo4j stopped it; narrow it (LIMIT, a smaller depth, a more selective MATCH) "
+                                 "or raise --timeout")
         if code in _MEMORY_CODES or "OutOfMemory" in code or "MemoryLimit" in code:
             what = "ran the server's heap out of memory" if code.endswith(".General.OutOfMemoryError") else \
                 "needed more memory than the server allows one transaction"
-            raise CypherOutOfMemory(f"Neo4j stopped the query: it {what} ({message}); narrow it (LIMIT, fewer "
-                                    "rows collected or sorted, smaller values built in the query)") from None
-        raise CypherError(f"Neo4j could not run the query: {code}: {message}") from None
-    except nx.DriverError as exc:
-        raise CypherError(f"Neo4j could not run the query: {exc}") from None
-    return CypherResult(columns, rows, truncated, (time.perf_counter() - started) * 1000)
+            return CypherOutOfMemory(f"Neo4j stopped the query: it {what} ({message}); narrow it (LIMIT, fewer "
+                                     "rows collected or sorted, smaller values built in the query)")
+        return CypherError(f"Neo4j could not run the query: {code}: {message}")
+    if isinstance(exc, nx.DriverError):
+        return CypherError(f"Neo4j could not run the query: {exc}")
+    return exc
+
+
+def _abandon(driver: Any, database: str | None, tag: str, box: dict[str, Any]) -> None:
+    """Stop a query the caller no longer waits for: terminate its server-side transaction, then
+    close the worker's connection so the worker thread ends too.
+
+    The termination runs on its own thread, waited for at most ``TERMINATE_WAIT_S``: a server deep
+    in garbage collection answers late, and the caller's error must not wait for it.
+    """
+    stopper = threading.Thread(target=_terminate, args=(driver, database, tag), name="graphmem-cypher-stop",
+                               daemon=True)
+    stopper.start()
+    stopper.join(TERMINATE_WAIT_S)
+    # Killing its connection (the driver's own "close the socket, no goodbye") is the only way to
+    # wake a thread blocked on a read, as sessions are not thread-safe; the driver then drops the
+    # connection quietly, and the server terminates the transaction of a connection that went away,
+    # should the command above not have got through.
+    kill = getattr(getattr(box.get("session"), "_connection", None), "kill", None)
+    if callable(kill):
+        with contextlib.suppress(Exception):
+            kill()
+
+
+def _terminate(driver: Any, database: str | None, tag: str) -> None:
+    """Terminate the transactions tagged ``tag`` (``SHOW TRANSACTIONS`` and ``TERMINATE TRANSACTIONS``
+    work on Neo4j 5 Community for the user's own transactions); best effort."""
+    import neo4j
+
+    with contextlib.suppress(Exception), driver.session(database=database) as session:
+        ids = [r["id"] for r in session.run(neo4j.Query(
+            f"SHOW TRANSACTIONS YIELD transactionId AS id, metaData WHERE metaData.{TAG_KEY} = $tag RETURN id",
+            timeout=TERMINATE_WAIT_S), tag=tag)]
+        if ids:
+            session.run(neo4j.Query("TERMINATE TRANSACTIONS $ids", timeout=TERMINATE_WAIT_S), ids=ids).consume()
 
 
 class _Keys:
@@ -1070,6 +1158,7 @@ def run_saved(store: Any, name: str, params: Mapping[str, Any] | None = None, *,
 
 
 __all__ = [
+    "DEADLINE_GRACE_S",
     "DEFAULT_MAX_TIMEOUT_S",
     "NEEDS_NEO4J",
     "PROJECT_PROPERTY",
@@ -1082,6 +1171,7 @@ __all__ = [
     "CypherTimeout",
     "SavedParam",
     "SavedQuery",
+    "TERMINATE_WAIT_S",
     "bind_saved",
     "check_read_only",
     "get_saved",

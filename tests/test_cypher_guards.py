@@ -3,7 +3,8 @@
 Project scoping: every node pattern of a read query is held to ``$project`` (checked on the text,
 then against two projects that share a real Neo4j). Means: a query that would exhaust Neo4j's
 heap is stopped with a clear error and the server keeps answering, from the Python API, the
-command line and the MCP tool alike; the time limit a query may ask for is capped.
+command line and the MCP tool alike; so are other memory and time bombs, those Neo4j's own guards
+stop and those only the runner's deadline stops; the time limit a query may ask for is capped.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,10 +22,13 @@ import pytest
 
 from graphmem.model import Chunk, Node, Provenance, Relationship, RelType
 from graphmem.readonly import (
+    DEADLINE_GRACE_S,
     DEFAULT_MAX_TIMEOUT_S,
+    TERMINATE_WAIT_S,
     CypherError,
     CypherOutOfMemory,
     CypherRefused,
+    CypherTimeout,
     check_read_only,
     max_timeout_s,
     run_read_only,
@@ -257,6 +262,79 @@ def test_a_query_that_would_exhaust_the_heap_is_stopped_and_neo4j_keeps_answerin
     with pytest.raises(CypherOutOfMemory, match="db.memory.transaction.max"):
         run_read_only(a, COLLECT_BOMB, timeout_s=20)
     _alive(a)
+
+
+# Bombs of every kind, each through the real runner: (id, query, the errors it may end with, what
+# stops it). "server": Neo4j's own guards, its time limit or its memory limit for one transaction.
+# "client": Neo4j notices its time limit, and TERMINATE TRANSACTION, only at some points of a
+# query's execution, never inside an expression; a query that spends its time in expressions
+# (reduce, list comprehensions over a huge range) runs to its end on the server (measured on 5.26:
+# 15 s to 40 s of one core for these two), so the runner gives up at its deadline, terminates the
+# transaction and drops the connection, and the server discards the result when it is done.
+BOMBS = [
+    ("cartesian-product", "MATCH (a:Service), (b:Service), (c:Service), (d:Service), (e:Service) RETURN count(*) AS n",
+     (CypherTimeout,), "server"),
+    ("deep-variable-length-paths", "MATCH p = (a:Service)-[*..50]-(b:Service) RETURN count(p) AS n",
+     (CypherTimeout,), "server"),
+    ("huge-range-sorted", "UNWIND range(1, 200000000) AS i WITH i ORDER BY toString(i) DESC RETURN count(*) AS n",
+     (CypherOutOfMemory, CypherTimeout), "server"),
+    ("huge-range-distinct", "UNWIND range(1, 300000000) AS i RETURN count(DISTINCT toString(i)) AS n",
+     (CypherOutOfMemory, CypherTimeout), "server"),
+    ("reduce-in-unwind", "UNWIND range(1, 60) AS k RETURN sum(reduce(s = 0, x IN range(1, 20000000) | s + x % 7)) AS n",
+     (CypherTimeout,), "client"),
+    ("comprehension-over-a-billion",
+     "RETURN size([x IN range(1, 1000000000) WHERE x % 999999937 = 0 | toString(x)]) AS n",
+     (CypherTimeout,), "client"),
+]
+BOMB_TIME_LIMIT = 2.0
+# The longest a bomb may take to be refused: its limit, the grace the server's own stop gets, the
+# wait for the termination to be confirmed, and slack for a busy machine.
+BOMB_REFUSED_WITHIN = BOMB_TIME_LIMIT + DEADLINE_GRACE_S + TERMINATE_WAIT_S + 4.0
+
+
+@pytest.fixture(scope="module")
+def dense(neo4j_schema: Any) -> Iterator[Any]:
+    """A project of 300 services, each depending on 8 others: dense enough for paths to explode."""
+    from graphmem.stores.neo4j import Neo4jStore
+
+    store = Neo4jStore(neo4j_schema, f"bombs-{uuid.uuid4().hex[:8]}", database=os.environ.get("NEO4J_DATABASE"))
+    prov = Provenance("services.toml", "test")
+    n = 300
+    nodes = [Node(f"service:s{i}", f"s{i}", prov) for i in range(n)]
+    rels = [Relationship(f"service:s{i}", RelType.DEPENDS_ON, f"service:s{(i * 7 + k * 13 + 1) % n}", prov)
+            for i in range(n) for k in range(8)]
+    store.upsert(nodes, rels, [])
+    yield store
+    store.drop_project()
+
+
+def _server_side(store: Any, query: str) -> list[str]:
+    """The status of every server-side transaction still running ``query`` (as the runner sent it)."""
+    records = store.driver.execute_query(
+        "SHOW TRANSACTIONS YIELD currentQuery, status WHERE currentQuery = $q RETURN status",
+        q=scoped(query), database_=store.database).records
+    return [r["status"] for r in records]
+
+
+@pytest.mark.neo4j
+@pytest.mark.parametrize("name, query, errors, stopped_by", BOMBS, ids=[b[0] for b in BOMBS])
+def test_bombs_end_with_a_clear_error_in_bounded_time_and_neo4j_keeps_answering(
+        dense: Any, name: str, query: str, errors: tuple[type[CypherError], ...], stopped_by: str) -> None:
+    started = time.monotonic()
+    with pytest.raises(errors) as stopped:
+        run_read_only(dense, query, timeout_s=BOMB_TIME_LIMIT)
+    took = time.monotonic() - started
+    message = str(stopped.value)
+    assert took < BOMB_REFUSED_WITHIN, f"{name} was refused after {took:.1f} s"
+    assert "\n" not in message and "narrow it" in message
+    if isinstance(stopped.value, CypherTimeout):
+        assert f"timed out after {BOMB_TIME_LIMIT:g} s" in message
+    # The server no longer works on it, or has been told to stop and finishes the expression it is in.
+    statuses = _server_side(dense, query)
+    assert all(status.startswith("Terminated") for status in statuses), statuses
+    if stopped_by == "client" and isinstance(stopped.value, CypherTimeout):
+        assert "was still evaluating it" in message and statuses
+    _alive(dense)
 
 
 def _graphmem_cli(*args: str) -> subprocess.CompletedProcess:
