@@ -31,13 +31,15 @@ F = TypeVar("F", bound=Callable[..., Any])
 class Context:
     """What the global options decided; commands open the store through it."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, *, home_given: bool = False) -> None:
         self.settings = settings
+        self.home_given = home_given  # --home or GRAPHMEM_HOME, rather than the default
 
     def project(self, default_path: str | Path | None = None) -> str:
         """``--project``, else ``GRAPHMEM_PROJECT``, else (for a command that names no folder) the
         project last ingested from the folder the command runs in or one above it, else the last
-        project used in this home, else the name of ``default_path`` (or of the working directory)."""
+        project used in this home, else the name of ``default_path`` (or, for a command that names no
+        folder, of the git repository the command runs in, else of the working directory)."""
         if self.settings.project:
             return self.settings.project
         if default_path is None:
@@ -49,7 +51,63 @@ class Context:
             remembered = self.settings.home / "last-project"
             if remembered.is_file():
                 return remembered.read_text(encoding="utf-8").strip()
+            from graphmem.registry import repository_root
+
+            root = repository_root(here)
+            if root is not None:  # anywhere inside a repository, the repository's project
+                return self.project_for_root(root)
         return project_from_path(str(Path(default_path or Path.cwd()).resolve()))
+
+    def project_for_root(self, root: Path) -> str:
+        """The project of the folder ``root``: the one it was ingested into, else its name."""
+        return self._registry().get(str(root.resolve())) or project_from_path(str(root.resolve()))
+
+    def bootstrap_root(self, project: str) -> Path | None:
+        """The repository a never-ingested ``project`` may be ingested from on first use: the git
+        repository the command runs in, when ``project`` is that repository's project (so a
+        mistyped --project is an error, never a silent new project)."""
+        from graphmem.registry import repository_root
+
+        root = repository_root()
+        return root if root is not None and self.project_for_root(root) == project else None
+
+    def reader(self, project: str, *, bootstrap: bool = False) -> Any:
+        """A ``Graphmem`` on ``project`` holding a graph. A project that holds nothing is an error
+        naming the projects there, unless ``bootstrap`` and :meth:`bootstrap_root` finds its
+        repository: that is ingested first, with progress on stderr."""
+        if self.settings.store != "embedded" or (self.settings.home / project / "graph.sqlite").is_file():
+            gm = self.graphmem(project)
+            try:
+                if gm.store.counts().total_nodes:
+                    return gm
+            except BaseException:
+                gm.close()
+                raise
+            gm.close()
+        root = self.bootstrap_root(project) if bootstrap else None
+        if root is None:
+            raise GraphmemError(self.nothing_ingested(project))
+        from graphmem.config import HOME_DIR
+        from graphmem.registry import StderrProgress
+
+        if not self.home_given and not self.settings.home.exists():
+            # The repository's own home, which later commands find from any folder inside it.
+            self.settings.home = root / HOME_DIR
+        progress = StderrProgress()
+        progress.say(f"project {project} holds nothing yet: ingesting {root} first "
+                     "(--no-bootstrap refuses instead)")
+        gm = self.graphmem(project)
+        started = time.perf_counter()
+        try:
+            report = gm.ingest(root, progress=progress, llm=False)  # enrichment would delay the answer
+        except BaseException:
+            gm.close()
+            raise
+        self.remember(project, root)
+        progress.say(f"ingested {report.files} files and {report.commits} commits in "
+                     f"{time.perf_counter() - started:.1f} s"
+                     + ("; `graphmem enrich` adds LLM enrichment" if self.settings.llm.configured else ""))
+        return gm
 
     def _registry(self) -> dict[str, str]:
         """Folder ingested -> project, as :meth:`remember` recorded them in this home."""
@@ -114,6 +172,7 @@ def pass_context(func: F) -> F:
     def wrapper(ctx: Context, *args: Any, store: str | None = None, home: Path | None = None,
                 project: str | None = None, **kwargs: Any) -> Any:
         if store or home or project:
+            ctx.home_given = ctx.home_given or home is not None
             ctx.settings.store = store or ctx.settings.store
             ctx.settings.home = Path(home).expanduser() if home else ctx.settings.home
             ctx.settings.project = project or ctx.settings.project
@@ -147,7 +206,8 @@ def json_option(func: F) -> F:
 @click.pass_context
 def cli(ctx: click.Context, store: str | None, home: Path | None, project: str | None) -> None:
     """graphmem: code, decisions, incidents and commits in one knowledge graph."""
-    ctx.obj = Context(Settings.from_env(store=store, home=home, project=project))
+    ctx.obj = Context(Settings.from_env(store=store, home=home, project=project),
+                      home_given=home is not None or bool(os.environ.get("GRAPHMEM_HOME")))
 
 
 @cli.command()
@@ -362,27 +422,36 @@ def doctor(ctx: Context, repair: bool, as_json: bool) -> None:
 @click.option("--path", "path_prefix", default=None, help="Only results from source paths with this prefix.")
 @click.option("--now", default=None, help="Reference date for 'last month' and the like (YYYY-MM-DD).")
 @click.option("--as-of", "as_of", default=None, help="Walk the graph as it was at this date (YYYY-MM-DD).")
+@click.option("--include-pending", is_flag=True,
+              help="Also memories waiting for a person's review whose words match (after the ranked results, "
+                   "marked pending and untrusted).")
+@click.option("--bootstrap/--no-bootstrap", default=True, show_default=True,
+              help="When the project of the git repository you are in was never ingested, ingest it first.")
 @json_option
 @pass_context
 def query(ctx: Context, text: str, mode: str, k: int, kinds: tuple[str, ...], path_prefix: str | None,
-          now: str | None, as_of: str | None, as_json: bool) -> None:
+          now: str | None, as_of: str | None, include_pending: bool, bootstrap: bool, as_json: bool) -> None:
     """Answer a question with ranked nodes, their passages and the graph paths behind them."""
+    from graphmem.memory import pending_hits
     from graphmem.model import to_iso
 
-    project = ctx.existing_project()
-    gm = ctx.graphmem(project)
+    project = check_project(ctx.project())
+    when = parse_day(as_of, "--as-of")
+    day = parse_day(now, "--now")
+    gm = ctx.reader(project, bootstrap=bootstrap)
     try:
-        if not gm.store.counts().total_nodes:
-            raise GraphmemError(ctx.nothing_ingested(project))
-        when = parse_day(as_of, "--as-of")
         answer = gm.query(text, mode=mode, k=k, kinds=list(kinds) or None, path_prefix=path_prefix,
-                          now=parse_day(now, "--now"), as_of=to_iso(when) if when else None)
+                          now=day, as_of=to_iso(when) if when else None)
+        pending = pending_hits(gm.store, text, limit=k, kinds=list(kinds) or None, path_prefix=path_prefix,
+                               first_rank=len(answer.results) + 1) if include_pending else []
     finally:
         gm.close()
     if as_json:
-        click.echo(json.dumps(answer.as_dict(), indent=2))
+        out = answer.as_dict()
+        out["results"] += pending
+        click.echo(json.dumps(out, indent=2))
         return
-    if not answer.results:
+    if not answer.results and not pending:
         click.echo("no results")
     for hit in answer.results:
         src = hit.source
@@ -400,6 +469,10 @@ def query(ctx: Context, text: str, mode: str, k: int, kinds: tuple[str, ...], pa
             click.echo(f"    source: {where}")
         for path in hit.evidence[:2]:
             click.echo(f"    path: {path['text']}")
+    for item in pending:
+        click.echo(f"{item['rank']:>2}. {item['key']}  [memory, PENDING review, untrusted]  "
+                   f"words matched {item['score']:.2f}")
+        click.echo(f"    {' '.join(item['text'].split())[:150]}")
     for note in answer.notes:
         click.echo(f"note: {note}", err=True)
     t = answer.timings_ms
@@ -683,19 +756,33 @@ class _nothing:
 @click.option("--allowed-host", "allowed_hosts", multiple=True,
               help="HTTP: Host header values to accept, e.g. graphmem:8765 (DNS-rebinding protection; "
                    "loopback hosts are protected by default).")
+@click.option("--bootstrap/--no-bootstrap", default=True, show_default=True,
+              help="When search is asked about a project that was never ingested, ingest its repository first: "
+                   "the git repository the server runs in, or an ingest root that is a repository, whose "
+                   "project is the server's.")
 @pass_context
 def serve(ctx: Context, transport: str, host: str, port: int | None, ingest_roots: tuple[Path, ...],
-          allowed_hosts: tuple[str, ...]) -> None:
-    """Run the MCP server for agents (tools: search, explain, get_node, neighbors, cypher, ingest, status)."""
+          allowed_hosts: tuple[str, ...], bootstrap: bool) -> None:
+    """Run the MCP server for agents (tools: search, explain, get_node, neighbors, cypher, ingest, status, and
+    the memory, session and registry tools)."""
+    from graphmem.config import HOME_DIR
     from graphmem.mcp_server import DEFAULT_PORT, default_ingest_roots
     from graphmem.mcp_server import serve as run_server
 
     project = ctx.project()
+    roots = list(ingest_roots) or default_ingest_roots()
+    root = None
+    if bootstrap:
+        root = ctx.bootstrap_root(project) or next(
+            (r.resolve() for r in roots if (r / ".git").exists() and ctx.project_for_root(r) == project), None)
+        if root is not None and not ctx.home_given and not ctx.settings.home.exists():
+            ctx.settings.home = root / HOME_DIR
     if transport == "http":
         click.echo(f"graphmem: MCP server for project {project} ({ctx.settings.store} store) on "
                    f"http://{host}:{port or DEFAULT_PORT}/mcp", err=True)
     run_server(ctx.settings, project, transport=transport, host=host, port=port or DEFAULT_PORT,
-               ingest_roots=list(ingest_roots) or default_ingest_roots(), allowed_hosts=allowed_hosts)
+               ingest_roots=roots, allowed_hosts=allowed_hosts, bootstrap_root=root,
+               on_bootstrap=lambda folder: ctx.remember(project, folder))
 
 
 @cli.group()

@@ -12,8 +12,12 @@ hand, and a briefing that fits a token budget.
 - ``load_context``: a Markdown briefing for a session's start under a budget of tokens counted with
   a real tokenizer (the embedder's WordPiece ``tokenizer.json``), saying what it left out; it records
   the commit it showed (``context:last_seen:<branch>``) so the next briefing starts from there.
-- ``save_context``: at a session's end, the task's state, what was learned (memories) and an ingest
-  of the changes.
+- ``save_context``: at a session's end, the task's state, what was learned (memories), an ingest
+  of the changes, and the task's closure: the paths the session touched (the diff against the
+  commit the task started at, and the files of its keys) verified against the graph, and their
+  summaries brought up to date (:mod:`graphmem.registry`).
+- ``verify`` / ``file_summary``: the registry's per-file verdicts and summaries for this checkout;
+  the briefing carries the verdicts' one-line summary.
 
 Everything quoted from repositories and agents (commit messages, titles, memory values) travels in
 ``untrusted_`` fields, and the briefing as a whole in ``untrusted_briefing``.
@@ -54,6 +58,7 @@ if TYPE_CHECKING:
     import click
 
     from graphmem.api import Graphmem
+    from graphmem.registry import FileSummary, VerifyReport
     from graphmem.stores.base import GraphStore
 
 TASK_META = "context:task:"
@@ -64,6 +69,7 @@ MIN_BUDGET, MAX_BUDGET = 200, 32_000
 MAX_COMMITS = 100
 MAX_DIFF_SYMBOLS = 200
 MAX_FOCUS = 30
+MAX_CLOSURE_PATHS = 200  # touched paths listed and summaries refreshed at a task's closure
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"  # git's empty tree: the base before a first commit
 _TEST_PATH = re.compile(r"(?:^|/)(?:tests?|__tests__|spec)/|(?:^|/)test_[^/]+$|_test\.[a-z]+$|\.(?:test|spec)\.[a-z]+$"
                         r"|Tests?\.java$|(?:^|/)[^/]+Test[s]?\.[a-z]+$")
@@ -359,11 +365,13 @@ class Briefing:
     head: str | None
     focus: list[str]
     seconds: float
+    files: dict[str, int] | None = None  # verify's counts by verdict (None: the checkout was not found)
 
     def as_dict(self) -> dict[str, Any]:
         return {"untrusted_briefing": self.markdown, "tokens": self.tokens, "budget": self.budget,
                 "tokenizer": self.tokenizer, "left_out": self.left_out, "included": self.included,
-                "branch": self.branch, "head": self.head, "focus": self.focus, "seconds": round(self.seconds, 3)}
+                "branch": self.branch, "head": self.head, "focus": self.focus, "files": self.files,
+                "seconds": round(self.seconds, 3)}
 
 
 class SessionContext:
@@ -705,9 +713,12 @@ class SessionContext:
         notes = list(old.get("notes", [])) if same else []
         if note:
             notes.append({"at": when, "untrusted_text": redact(note.strip()[:2000])[0], "session": session})
+        # The commit the task started from: what the session touched is the diff against it.
+        start = old.get("start_head") if same else self.head()
         entry = {
             "task": redact(title)[0], "details": redact((details or "").strip())[0], "keys": key_list,
-            "status": status, "branch": self.branch, "set_at": old.get("set_at", when) if same else when,
+            "status": status, "branch": self.branch, "start_head": start,
+            "set_at": old.get("set_at", when) if same else when,
             "updated_at": when, "session": _label(session, "session"), "agent": _label(agent, "agent"),
             "notes": notes[-TASK_NOTES:], "history": history[-TASK_HISTORY:],
         }
@@ -754,8 +765,13 @@ class SessionContext:
         sections: list[_Section] = []
 
         # Freshness first: a stale graph makes every other line less reliable.
-        fresh = _Section("Graph", hint="status", name="graph notes")
+        fresh = _Section("Graph", hint="status, verify", name="graph notes")
+        files: dict[str, int] | None = None
         fresh.items += self._freshness(head)
+        if store.get_meta("last_ingested_at"):
+            line, files = self._verify_line()
+            after = next((i + 1 for i, item in enumerate(fresh.items) if item.startswith("- last ingest")), 0)
+            fresh.items.insert(after, line)
         sections.append(fresh)
 
         sec = _Section("Task", hint="get_task_context", name="task lines")
@@ -899,7 +915,78 @@ class SessionContext:
             store.set_meta({SEEN_META + self.branch: json.dumps({"head": head, "at": now_iso(),
                                                                  "session": _label(session, "session")})})
         return Briefing(markdown, tokens, budget, self.counter.name, left, included, self.branch, head, focus_keys,
-                        time.perf_counter() - started)
+                        time.perf_counter() - started, files)
+
+    def _verify_line(self) -> tuple[str, dict[str, int] | None]:
+        """The briefing's line on the files: verify's verdicts in one line."""
+        if self.root is None or not self.root.is_dir():
+            return f"- files not verified: the repository folder ({self.root or 'unknown'}) is not here", None
+        try:
+            report = self.verify()
+        except (GraphmemError, OSError) as exc:
+            return f"- files not verified: {exc}", None
+        return "- " + report.summary_line(), report.counts()
+
+    # --- the registry: verification and summaries -----------------------------------------------
+
+    def verify(self, paths: Iterable[str] | None = None) -> VerifyReport:
+        """Every file of the checkout against the graph (see :func:`graphmem.registry.verify`)."""
+        from graphmem.registry import verify
+
+        if self.root is None:
+            raise GraphmemError("the project's repository is unknown: ingest it first")
+        return verify(self.store, self.root, cache_dir=self.gm.cache_dir, paths=paths)
+
+    def file_summary(self, path: str, *, regenerate: bool = False) -> FileSummary:
+        """The summary of one file (see :func:`graphmem.registry.file_summary`)."""
+        from graphmem.registry import file_summary
+
+        llm = self.gm.settings.llm
+        return file_summary(self.store, path, llm=llm if llm.configured else None, root=self.root,
+                            cache_dir=self.gm.cache_dir, regenerate=regenerate)
+
+    def touched_paths(self, task: dict[str, Any] | None) -> tuple[set[str], str]:
+        """The paths the session touched, and how they were found: the diff (commits and working
+        tree, untracked files included) against the commit the task started from, else the working
+        tree's changes; and the files of the task's keys."""
+        from extractors.git import GitError, changed_paths_since
+
+        paths: set[str] = set()
+        how = "the task's keys"
+        if self.git:
+            start = (task or {}).get("start_head")
+            base, how = (start, "diff since the task's start") if start else (self.head(), "working tree against HEAD")
+            try:
+                changed, deleted, _ = changed_paths_since(self.repo, base or EMPTY_TREE)
+            except GitError:  # the start commit was rewritten away: what is uncommitted at least
+                how = "working tree against HEAD (the task's start commit is gone)"
+                changed, deleted, _ = changed_paths_since(self.repo, self.head() or EMPTY_TREE)
+            paths |= changed | deleted
+        for key in (task or {}).get("keys") or []:
+            path = _path_of(str(key))
+            if path:
+                paths.add(path)
+        return paths, how
+
+    def _closure(self, touched: set[str], how: str, before: VerifyReport | None, ingested: bool) -> dict[str, Any]:
+        """After the session's ingest: which touched paths the graph now holds as they are, which
+        still differ, and the summaries written anew."""
+        from graphmem.registry import Verdict, refresh_summaries
+
+        out: dict[str, Any] = {"touched": sorted(touched)[:MAX_CLOSURE_PATHS], "touched_total": len(touched),
+                               "touched_from": how, "updated": [], "differ": {}, "summaries": []}
+        if not touched or self.root is None or not self.root.is_dir():
+            return out
+        after = self.verify(touched)
+        if ingested and before is not None:
+            # Differed before the ingest, and now match or left the graph with the file.
+            out["updated"] = sorted(p for p, v in before.verdicts.items()
+                                    if v is not Verdict.MATCH and after.verdicts.get(p, Verdict.MATCH) is Verdict.MATCH)
+        out["differ"] = {p: v.value for p, v in sorted(after.verdicts.items()) if v is not Verdict.MATCH}
+        llm = self.gm.settings.llm
+        out["summaries"] = refresh_summaries(self.store, [p for p, v in after.verdicts.items() if v is Verdict.MATCH],
+                                             llm=llm if llm.configured else None, limit=MAX_CLOSURE_PATHS)
+        return out
 
     def _freshness(self, head: str | None) -> list[str]:
         from graphmem.api import freshness
@@ -946,14 +1033,19 @@ class SessionContext:
                      ingest_fn: Callable[[Path], Any] | None = None, session: str | None = None,
                      agent: str | None = None) -> dict[str, Any]:
         """At a session's end: the task's state (and a note), an ingest of the repository so the graph
-        holds the session's changes, then what was learned as memories (each a dict with key, value
-        and optionally kind, source, about, confidence). ``index_stale`` in the answer: the caller
-        syncs the indexes for the memories' chunks."""
+        holds the session's changes, the task's closure (``closure``: the paths it touched, those the
+        ingest updated, those that still differ, the summaries written anew), then what was learned
+        as memories (each a dict with key, value and optionally kind, source, about, confidence).
+        ``index_stale`` in the answer: the caller syncs the indexes for the memories' chunks."""
         out: dict[str, Any] = {"branch": self.branch}
         for item in learned:  # before anything is written
             if not isinstance(item, dict) or not item.get("key") or not item.get("value"):
                 raise ModelError("each learned item needs a key and a value")
         task = self.get_task()
+        touched, how = self.touched_paths(task)
+        before = None
+        if ingest and touched and self.root is not None and self.root.is_dir():
+            before = self.verify(touched)
         if status or note:
             if not task:
                 raise GraphmemError("no task is set on this branch: set_task_context first (or give no status/note)")
@@ -964,6 +1056,7 @@ class SessionContext:
             if self.root is None or not self.root.is_dir():
                 raise GraphmemError("the project's folder is unknown or gone: nothing to ingest")
             out["ingest"] = _ingest_summary((ingest_fn or (lambda root: self.gm.ingest(root)))(self.root))
+        out["closure"] = self._closure(touched, how, before, ingest and "skipped" not in (out.get("ingest") or {}))
         writes = []
         for item in learned:
             writes.append(update_memory(self.store, str(item["key"]), str(item["value"]),
@@ -1235,6 +1328,32 @@ class ContextTools:
             out["indexes"] = sync_after_write(service)
         return self.reply(out)
 
+    def verify(
+        self,
+        paths: Annotated[list[str] | None, Field(description="Only these files or folders (relative to the "
+                                                              "repository root); none: every file.")] = None,
+        include_matching: Annotated[bool, Field(description="Also list the files that match (by default only "
+                                                            "those that differ are listed; counts cover all).")]
+        = False,
+    ) -> dict[str, Any]:
+        lim = self.service.limits
+        if paths and len(paths) > lim.list_items:
+            raise GraphmemError(f"paths has {len(paths)} entries; at most {lim.list_items} are accepted")
+        for path in paths or ():
+            self._text(path, "a path", lim.path_chars)
+        report = self.session().verify(paths)
+        return self.reply(report.as_dict(include_matching=include_matching), items="files")
+
+    def get_file_summary(
+        self,
+        path: Annotated[str, Field(description="A file path relative to the repository root, e.g. "
+                                               "services/billing/api/handlers.py.")],
+        regenerate: Annotated[bool, Field(description="Write a new summary even if the stored one is "
+                                                      "current.")] = False,
+    ) -> dict[str, Any]:
+        self._text(path, "the path", self.service.limits.path_chars)
+        return self.reply(self.session().file_summary(path, regenerate=regenerate).as_dict())
+
     def task_resource(self) -> dict[str, Any]:
         ctx = self.session()
         return self.reply({"branch": ctx.branch, "task": ctx.task_view(ctx.get_task(history=True))})
@@ -1265,8 +1384,19 @@ def register_context_tools(server: Any, service: Any) -> ContextTools:
           "and incidents of the code in the task and the working tree, conventions and memories - saying what was "
           "left out. Records HEAD as seen (mark_seen).", annotations(read_only=False, idempotent=False))
     _tool(server, tools.save_context,
-          "End a session: record the task's state and a note, write what was learned as memories, and ingest the "
-          "repository's changes.", annotations(read_only=False, idempotent=False))
+          "End a session: record the task's state and a note, ingest the repository's changes, close the task's "
+          "paths (those touched since the task started are verified against the graph and their file summaries "
+          "refreshed; closure says which were updated) and write what was learned as memories.",
+          annotations(read_only=False, idempotent=False))
+    _tool(server, tools.verify,
+          "Check the graph against the working tree: a verdict per file - match, changed (the file differs from "
+          "what was ingested), missing (ingested, no longer there) or new (not ingested yet) - with counts. Fast "
+          "(files are stat-ed; only those whose size or times changed are read).", read)
+    _tool(server, tools.get_file_summary,
+          "A file's summary: deterministic from its module docstring and top-level symbols (an LLM's when "
+          "one is configured), kept per content hash and written anew when the file changed; stale says the "
+          "working tree holds another version than the one summarised.",
+          annotations(read_only=False, idempotent=True))
 
     @server.resource("graphmem://memory/task", name="task", mime_type="application/json",
                      description="The task of the checked-out branch, with its notes and history.")
@@ -1301,7 +1431,8 @@ def context_cli(pass_context: Callable[[Any], Any], json_option: Callable[[Any],
 
     @click.group("context")
     def group() -> None:
-        """Session context for agents: recent commits, the working diff, the task, a briefing."""
+        """Session context for agents: recent commits, the working diff, the task, a briefing, file
+        verification and summaries."""
 
     @group.command("commits")
     @click.option("-n", "n", type=click.IntRange(1, MAX_COMMITS), default=10, show_default=True)
@@ -1451,6 +1582,51 @@ def context_cli(pass_context: Callable[[Any], Any], json_option: Callable[[Any],
         if data.get("ingest"):
             i = data["ingest"]
             click.echo(f"ingested: {i.get('changed')} files changed, {i.get('commits')} commits")
+        closure = data.get("closure") or {}
+        if closure.get("touched_total"):
+            click.echo(f"task closure: {closure['touched_total']} paths touched ({closure['touched_from']}); "
+                       f"updated: {', '.join(closure['updated']) or 'none'}; "
+                       f"summaries refreshed: {len(closure['summaries'])}")
+            for path, verdict in closure["differ"].items():
+                click.echo(f"  still {verdict}: {path}")
+
+    @group.command("verify")
+    @click.argument("paths", nargs=-1)
+    @click.option("--all", "include_matching", is_flag=True, help="Also list the files that match.")
+    @repo_option
+    @json_option
+    @pass_context
+    def verify(ctx: Context, paths: tuple[str, ...], include_matching: bool, repo: Path | None,
+               as_json: bool) -> None:
+        """Each file of the checkout against the graph: match, changed, missing or new."""
+        report = run(ctx, repo, lambda s: s.verify(paths or None))
+        data = report.as_dict(include_matching=include_matching)
+        if as_json:
+            emit(data)
+            return
+        for f in data["files"]:
+            click.echo(f"{f['verdict']:<8} {f['path']}")
+        click.echo(", ".join(f"{n} {v}" for v, n in data["counts"].items())
+                   + f" ({data['files_read']} files read, {data['seconds'] * 1000:.0f} ms)", err=True)
+
+    @group.command("summary")
+    @click.argument("path")
+    @click.option("--regenerate", is_flag=True, help="Write a new summary even if the stored one is current.")
+    @repo_option
+    @json_option
+    @pass_context
+    def summary(ctx: Context, path: str, regenerate: bool, repo: Path | None, as_json: bool) -> None:
+        """The summary of one file (deterministic, or the configured LLM's), written anew when it changed."""
+        data = run(ctx, repo, lambda s: s.file_summary(path, regenerate=regenerate).as_dict())
+        if as_json:
+            emit(data)
+            return
+        click.echo(data["untrusted_summary"])
+        state = "regenerated" if data["regenerated"] else "stored"
+        click.echo(f"[{data['method']}{' ' + data['model'] if data['model'] else ''}, {state}"
+                   + (", STALE" if data["stale"] else "") + "]", err=True)
+        if data.get("note"):
+            click.echo(f"note: {data['note']}", err=True)
 
     return group
 

@@ -199,6 +199,77 @@ class FactsCache:
         tmp.replace(path)  # atomic: a reader never sees half a file
 
 
+class StatCache:
+    """Content hashes of one checkout's files by their stat signature (size, mtime, ctime, inode),
+    as git's index keeps them: a file whose signature is unchanged need not be read again to know
+    its hash. Local to the machine (a signature means nothing elsewhere), one JSON file per
+    checkout under ``<cache>/stat/``.
+
+    A file modified within :attr:`RACY_NS` of being recorded is not recorded: a second write in the
+    same timestamp tick could keep size and mtime while changing the content.
+    """
+
+    RACY_NS = 2_000_000_000
+    FORMAT = 1
+
+    def __init__(self, path: Path, entries: dict[str, list[Any]]) -> None:
+        self.path = path
+        self.entries = entries
+        self._dirty = False
+
+    @classmethod
+    def open(cls, cache_dir: str | Path, root: str | Path) -> StatCache:
+        name = hashlib.blake2b(str(Path(root).resolve()).encode(), digest_size=12).hexdigest()
+        path = Path(cache_dir) / "stat" / f"{name}.json"
+        try:
+            data = orjson.loads(path.read_bytes())
+            entries = data["files"] if data.get("format") == cls.FORMAT else {}
+        except (OSError, ValueError, TypeError, KeyError, AttributeError):
+            entries = {}
+        return cls(path, entries if isinstance(entries, dict) else {})
+
+    @staticmethod
+    def signature(st: os.stat_result) -> list[int]:
+        return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+
+    def lookup(self, path: str, st: os.stat_result) -> str | None:
+        """The recorded hash of ``path`` if its signature is still ``st``'s."""
+        entry = self.entries.get(path)
+        if entry and len(entry) == 5 and entry[:4] == self.signature(st):
+            return str(entry[4])
+        return None
+
+    def record(self, path: str, st: os.stat_result, digest: str) -> None:
+        """Remember ``digest`` for ``path`` as of ``st`` (taken before the file was read)."""
+        if time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) < self.RACY_NS:
+            if self.entries.pop(path, None) is not None:
+                self._dirty = True
+            return
+        entry = [*self.signature(st), digest]
+        if self.entries.get(path) != entry:
+            self.entries[path] = entry
+            self._dirty = True
+
+    def keep_only(self, paths: set[str]) -> None:
+        gone = [p for p in self.entries if p not in paths]
+        for p in gone:
+            del self.entries[p]
+        self._dirty = self._dirty or bool(gone)
+
+    def save(self) -> None:
+        """Write the cache if it changed (atomically; a failure only costs a re-read next time)."""
+        if not self._dirty:
+            return
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_bytes(orjson.dumps({"format": self.FORMAT, "files": self.entries}))
+            tmp.replace(self.path)
+            self._dirty = False
+        except OSError:
+            pass
+
+
 def redact_extraction(ex: Extraction) -> int:
     """Replace secret-looking strings in every property and chunk text; return how many."""
     total = 0
@@ -264,6 +335,23 @@ def service_dependencies(code_graph: Extraction, services: ServiceMap) -> list[R
     return list(seen.values())
 
 
+def read_policy(root: Path) -> tuple[dict, Policy, list[Skipped]]:
+    """The folder's ``graphmem.toml`` and the file policy it sets; a broken file is reported and
+    ignored (defaults apply)."""
+    problems: list[Skipped] = []
+    try:
+        config = read_project_config(root)
+    except ConfigError as exc:
+        problems.append(Skipped("graphmem.toml", f"ignored: {exc}"))
+        config = {}
+    try:
+        policy = Policy.from_config(config)
+    except ConfigError as exc:
+        problems.append(Skipped("graphmem.toml", f"[ingest] ignored: {exc}"))
+        policy = Policy()
+    return config, policy, problems
+
+
 def ingest(
     root: str | Path,
     store: GraphStore,
@@ -285,16 +373,8 @@ def ingest(
     report = IngestReport(project=store.project, root=str(root))
     note = progress or (lambda stage, done, total: None)
 
-    try:
-        config = read_project_config(root)
-    except ConfigError as exc:
-        report.skipped.append(Skipped("graphmem.toml", f"ignored: {exc}"))
-        config = {}
-    try:
-        policy = Policy.from_config(config)
-    except ConfigError as exc:
-        report.skipped.append(Skipped("graphmem.toml", f"[ingest] ignored: {exc}"))
-        policy = Policy()
+    config, policy, problems = read_policy(root)
+    report.skipped += problems
     files, skipped = policy.discover(root)
     report.skipped += skipped
     report.files = len(files)
@@ -313,17 +393,24 @@ def ingest(
     hashes: dict[str, str] = {}
     contents: dict[str, bytes] = {}
     previous = store.source_states()
+    # Every file is read (the ingest trusts content, not timestamps); the signatures recorded on the
+    # way let `graphmem.registry.verify` skip reading files that did not change since.
+    stats = StatCache.open(cache_dir, root)
     for i, path in enumerate(files):
         try:
+            st = os.stat(root / path)  # before reading: a write after it changes the signature
             data = (root / path).read_bytes()
         except OSError as exc:
             report.skipped.append(Skipped(path, f"unreadable: {exc.strerror or exc}"))
             continue
         hashes[path] = content_hash(data)
+        stats.record(path, st, hashes[path])
         if previous.get(path) != hashes[path]:
             contents[path] = data
         if i % 500 == 0:
             note("read", i, len(files))
+    stats.keep_only(set(hashes))
+    stats.save()
     changed = set(contents)
     deleted = {p for p in previous if p not in hashes}
     report.changed, report.deleted = len(changed), len(deleted)

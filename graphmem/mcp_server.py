@@ -33,6 +33,7 @@ import json
 import logging
 import os
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -77,7 +78,8 @@ INSTRUCTIONS = (
     "`get_node`, `neighbors` and `explain` (paths between two keys), or read-only `cypher` "
     "(see the graphmem://schema and graphmem://queries resources). Across sessions: `load_context` at a "
     "session's start, `get_current_diff` while working, `update_memory` for what should outlast the session, "
-    "`save_context` at its end; hits marked agent_written were written by agents, not read from a file. "
+    "`save_context` at its end (`verify` and `get_file_summary` check and summarise files); hits marked "
+    "agent_written were written by agents, not read from a file. "
     + CONTENT_NOTICE
 )
 KEY_HELP = "A node key, e.g. service:billing, sym:services/billing/api.py::Handler.post, adr:5, incident:INC-042."
@@ -125,11 +127,17 @@ class Service:
     """
 
     def __init__(self, settings: Settings, project: str, *, ingest_roots: Sequence[Path] = (),
-                 limits: Limits = LIMITS) -> None:
+                 limits: Limits = LIMITS, bootstrap_root: Path | None = None,
+                 on_bootstrap: Callable[[Path], None] | None = None) -> None:
         self.settings = settings
         self.project = project
         self.ingest_roots = [Path(p).resolve() for p in ingest_roots]
         self.limits = limits
+        # The repository to ingest when the first question finds the project empty (chosen by whoever
+        # starts the server, never by a tool's argument); ``on_bootstrap`` is told when it was.
+        self.bootstrap_root = Path(bootstrap_root).resolve() if bootstrap_root else None
+        self.on_bootstrap = on_bootstrap
+        self._holds_graph = False
         self._gm: Any = None
         self._open_lock = threading.Lock()
         self._ingest_lock = threading.Lock()
@@ -165,6 +173,9 @@ class Service:
                as_of: Annotated[str | None, Field(description="Walk the graph as it was on this date (YYYY-MM-DD).")]
                = None,
                now: Annotated[str | None, Field(description="Reference date for 'last month' and the like.")] = None,
+               include_pending: Annotated[bool, Field(description="Also memories waiting for a person's review whose "
+                                                                  "words match, after the ranked results, marked "
+                                                                  "pending and trusted: false.")] = False,
                ) -> dict[str, Any]:
         lim = self.limits
         _bounded_text(question, "the question", lim.question_chars)
@@ -181,13 +192,22 @@ class Service:
             _bounded_text(path_prefix, "path_prefix", lim.path_chars)
         when = parse_day(_bounded_text(now, "now", lim.word_chars), "now")
         as_of_day = parse_day(_bounded_text(as_of, "as_of", lim.word_chars), "as_of")
-        answer = self.graphmem().query(question, mode=mode, k=k, kinds=kinds or None, path_prefix=path_prefix,
-                                       now=when, as_of=to_iso(as_of_day) if as_of_day else None)
+        bootstrap = self.bootstrap_if_empty()
+        gm = self.graphmem()
+        answer = gm.query(question, mode=mode, k=k, kinds=kinds or None, path_prefix=path_prefix,
+                          now=when, as_of=to_iso(as_of_day) if as_of_day else None)
         out = answer.as_dict()
+        if include_pending:
+            from graphmem.memory import pending_hits
+
+            out["results"] += pending_hits(gm.store, question, limit=k, kinds=kinds or None,
+                                           path_prefix=path_prefix, first_rank=len(out["results"]) + 1)
         for hit in out["results"]:
             hit["untrusted_text"] = _clip(hit.pop("text"), lim.passage_chars)
             hit["untrusted_name"] = hit.pop("name", "")
             hit["agent_written"] = hit["provenance"].get("extractor") == MEMORY_EXTRACTOR
+        if bootstrap is not None:
+            out["bootstrap"] = bootstrap
         analysis = out.get("analysis") or {}
         if "linked" in analysis:  # why each node was linked quotes its name
             analysis["untrusted_linked"] = analysis.pop("linked")
@@ -320,7 +340,42 @@ class Service:
             enrichment["untrusted_not_enriched_sources"] = enrichment.pop("not_enriched_sources")
         return self._reply(out, items="untrusted_skipped")
 
-    def _ingest(self, root: Path) -> Any:
+    def bootstrap_if_empty(self) -> dict[str, Any] | None:
+        """Ingest the bootstrap repository when the project holds nothing yet (progress on stderr);
+        what the ingest did, or ``None`` when there was nothing to do. Questions asked meanwhile
+        wait for it: without a graph they could only answer nothing."""
+        if self._holds_graph or self.bootstrap_root is None:
+            return None
+        store = self.graphmem().store
+        if store.get_meta("last_ingested_at") or store.counts().total_nodes:
+            self._holds_graph = True
+            return None
+        from graphmem.registry import StderrProgress
+
+        root = self.bootstrap_root
+        with self._ingest_lock:
+            if self._holds_graph or store.get_meta("last_ingested_at"):
+                self._holds_graph = True
+                return None
+            progress = StderrProgress("graphmem-mcp")
+            progress.say(f"project {self.project} holds nothing yet: ingesting {root} before answering")
+            self._ingesting = {"path": str(root), "started": now_iso()}
+            started = time.perf_counter()
+            try:
+                report = self._ingest(root, progress=progress, llm=False)  # enrichment would delay the answer
+            finally:
+                self._ingesting = None
+            self._holds_graph = True
+            seconds = time.perf_counter() - started
+        progress.say(f"ingested {report.files} files and {report.commits} commits in {seconds:.1f} s")
+        if self.on_bootstrap is not None:
+            try:
+                self.on_bootstrap(root)
+            except OSError as exc:  # remembering the project is a convenience; the answer stands
+                log.warning("could not record the bootstrapped project: %s", exc)
+        return {"root": str(root), "files": report.files, "commits": report.commits, "seconds": round(seconds, 2)}
+
+    def _ingest(self, root: Path, *, progress: Any = None, llm: bool | None = None) -> Any:
         """Ingest on a ``Graphmem`` of its own; then hand its indexes to the readers and load the
         new graph and name catalog, so the next question does not wait for them."""
         from graphmem.api import Graphmem
@@ -328,7 +383,7 @@ class Service:
         reader = self.graphmem()
         writer = Graphmem(self.settings, self.project, embedder=lambda: reader.indexes.embedder, reranker=None)
         try:
-            report = writer.ingest(root)
+            report = writer.ingest(root, progress=progress, llm=llm)
             reader.indexes.adopt(writer.indexes)
         finally:
             writer.close()
@@ -415,7 +470,9 @@ def build_server(service: Service) -> Any:
          "people, decisions, incidents, commits) with passages, provenance and the graph paths behind each "
          f"hit. mode: one of {', '.join(PRESETS)} (default {DEFAULT_MODE}); kinds: only these node kinds; "
          "path_prefix: only sources under this path; now: reference date for 'last month' (YYYY-MM-DD); "
-         "as_of: the graph as it was at that date.")
+         "as_of: the graph as it was at that date; include_pending: also memories that wait for a person's "
+         "review (marked pending, trusted false). A project never ingested is first ingested from the "
+         "server's repository, when it has one (bootstrap in the answer).")
     tool(service.explain, "The shortest graph paths between two node keys, each relationship with its provenance.")
     tool(service.get_node, "One node by key: kind, name, properties, provenance, validity, relationship counts "
                            "and its first passages.")
@@ -464,10 +521,12 @@ def build_server(service: Service) -> Any:
 
 
 def serve(settings: Settings, project: str, *, transport: str = "stdio", host: str = "127.0.0.1",
-          port: int = DEFAULT_PORT, ingest_roots: Sequence[Path] = (), allowed_hosts: Sequence[str] = ()) -> None:
+          port: int = DEFAULT_PORT, ingest_roots: Sequence[Path] = (), allowed_hosts: Sequence[str] = (),
+          bootstrap_root: Path | None = None, on_bootstrap: Callable[[Path], None] | None = None) -> None:
     """Run the server until the client hangs up (stdio) or the process is stopped (HTTP)."""
     logging.basicConfig(level=logging.WARNING, stream=_stderr(), format="graphmem-mcp: %(levelname)s %(message)s")
-    service = Service(settings, project, ingest_roots=ingest_roots)
+    service = Service(settings, project, ingest_roots=ingest_roots, bootstrap_root=bootstrap_root,
+                      on_bootstrap=on_bootstrap)
     server = build_server(service)
     try:
         if transport == "stdio":

@@ -20,7 +20,9 @@ Review. A decision, anything taken from repository text or tool output, and any 
 like instructions to an agent stays *pending* until a person approves it (``graphmem memory
 approve``); no tool lets an agent approve. A pending version has no chunk and no relationships,
 and the memory node stays closed while nothing is in force, so search, graph traversal and the
-question-linking catalog never meet it; ``list_memories(include_pending=True)`` shows it.
+question-linking catalog never meet it; ``list_memories(include_pending=True)`` shows it, and
+:func:`pending_hits` puts it after the ranked results of a search that asks for it, marked pending
+and untrusted.
 
 Text in a memory is data: secrets are redacted before it is stored, and the MCP tools return it
 only in ``untrusted_`` fields.
@@ -720,6 +722,40 @@ def list_memories(store: GraphStore, *, kinds: Iterable[str] | None = None, quer
         out.append((score, rec.valid_from or rec.created_at, rec.as_dict()))
     out.sort(key=lambda t: (t[0], t[1]), reverse=True)  # best match, then newest
     return [{**d, "score": round(s, 3)} if words else d for s, _, d in out[:limit]]
+
+
+def pending_hits(store: GraphStore, question: str, *, limit: int = 10, kinds: Iterable[str] | None = None,
+                 path_prefix: str | None = None, first_rank: int = 1) -> list[dict[str, Any]]:
+    """Memory versions waiting for a person's review whose words match ``question``, as search
+    results (the shape of ``Answer.as_dict()``'s) marked ``pending: true`` and ``trusted: false``.
+
+    No retriever ranks them (a pending version has no passage in the indexes, by design), so they
+    are numbered from ``first_rank`` on, after the ranked results, best word match first."""
+    if kinds and NodeKind.MEMORY.value not in set(kinds):
+        return []
+    out: list[dict[str, Any]] = []
+    for item in list_memories(store, query=question, include_pending=True, limit=10_000):
+        if item["status"] != Status.PENDING.value:
+            continue
+        if path_prefix and not item["key"].startswith(path_prefix):  # a memory's source is its key
+            continue
+        vkey = version_key(item["key"], item["version"])
+        name = item["key"][len(PREFIX):]
+        out.append({
+            "rank": first_rank + len(out), "key": vkey, "kind": NodeKind.MEMORY.value,
+            "name": f"{name} v{item['version']}", "score": float(item.get("score", 0.0)),
+            "text": f"{item['kind'].capitalize()} (agent-written memory {name}, pending review): "
+                    f"{item['untrusted_value']}",
+            "source": {"path": item["key"], "start_line": None, "end_line": None, "commit": None},
+            "provenance": {"source_path": vkey, "source_commit": None, "extractor": EXTRACTOR,
+                           "extractor_version": EXTRACTOR_VERSION, "confidence": item["confidence"],
+                           "ingested_at": item["created_at"]},
+            "evidence": [], "retrievers": {"bm25": None, "vector": None, "graph": None},
+            "pending": True, "trusted": False, "memory": item["key"], "pending_reasons": item["pending_reasons"],
+        })
+        if len(out) >= limit:
+            break
+    return out
 
 
 def _is_waiting(store: GraphStore, version_node: Node) -> bool:
