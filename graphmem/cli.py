@@ -12,7 +12,8 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -192,6 +193,34 @@ _LOCATION_OPTIONS = (
 )
 
 
+@contextmanager
+def progress_sink(quiet: bool = False, *, every: float = 10.0) -> Iterator[Callable[[str, int, int], None]]:
+    """Where a long command reports ``(stage, done, total)``: bars on a terminal; elsewhere (a git
+    hook's log, CI) a plain line per stage at most every ``every`` seconds, so a slow ingest is
+    never silent; nothing with ``quiet`` (JSON output)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    console = Console(stderr=True)
+    if quiet:
+        yield lambda stage, done, total: None
+    elif not console.is_terminal:
+        from graphmem.registry import StderrProgress
+
+        yield StderrProgress(every=every)
+    else:
+        with Progress(TextColumn("{task.description:<8}"), BarColumn(), MofNCompleteColumn(), console=console,
+                      transient=True) as bar:
+            tasks: dict[str, int] = {}
+
+            def progress(stage: str, done: int, total: int) -> None:
+                if stage not in tasks:
+                    tasks[stage] = bar.add_task(stage, total=total)
+                bar.update(tasks[stage], completed=done, total=total)
+
+            yield progress
+
+
 def json_option(func: F) -> F:
     return click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")(func)
 
@@ -221,25 +250,13 @@ def cli(ctx: click.Context, store: str | None, home: Path | None, project: str |
 @pass_context
 def ingest(ctx: Context, path: Path, llm: bool | None, force: bool, as_json: bool) -> None:
     """Ingest a repository or folder: code, git history, decisions, incidents, ownership."""
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
     use_llm = ctx.settings.llm.configured if llm is None else llm
     if use_llm:
         ctx.settings.llm.require()  # before any work: --llm without an endpoint is a usage error
     project = ctx.project(path)
     gm = ctx.graphmem(project)
-    console = Console(stderr=True)
     try:
-        with Progress(TextColumn("{task.description:<8}"), BarColumn(), MofNCompleteColumn(), console=console,
-                      transient=True, disable=as_json or not console.is_terminal) as bar:
-            tasks: dict[str, int] = {}
-
-            def progress(stage: str, done: int, total: int) -> None:
-                if stage not in tasks:
-                    tasks[stage] = bar.add_task(stage, total=total)
-                bar.update(tasks[stage], completed=done, total=total)
-
+        with progress_sink(as_json) as progress:
             started = time.perf_counter()
             report = gm.ingest(path, progress=progress, llm=False, force=force)
             if use_llm:  # the deterministic graph is written and usable; enrichment comes on top
@@ -291,18 +308,12 @@ def ingest(ctx: Context, path: Path, llm: bool | None, force: bool, as_json: boo
 @pass_context
 def enrich(ctx: Context, retry_failed: bool, kinds: tuple[str, ...], limit: int | None, as_json: bool) -> None:
     """Enrich the graph with entities and relationships an LLM finds in its texts (resumable)."""
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
     ctx.settings.llm.require()
     gm = ctx.graphmem()
-    console = Console(stderr=True)
     try:
-        with Progress(TextColumn("{task.description:<8}"), BarColumn(), MofNCompleteColumn(), console=console,
-                      transient=True, disable=as_json or not console.is_terminal) as bar:
-            task = bar.add_task("enrich", total=None)
+        with progress_sink(as_json) as progress:
             report = gm.enrich(retry_failed=retry_failed, kinds=list(kinds) or None, limit=limit,
-                               progress=lambda stage, done, total: bar.update(task, completed=done, total=total))
+                               progress=progress)
     finally:
         gm.close()
     result = report.as_dict()

@@ -32,6 +32,21 @@ def test_ingest_then_status_on_the_embedded_store(tmp_path: Path, example_org: t
     assert json.loads(again.stdout)["changed"] == 0
 
 
+def test_ingest_without_a_terminal_reports_progress_as_lines(tmp_path: Path, example_org: tuple) -> None:
+    # What a git hook's log or CI sees: no bars, but each stage's progress as plain lines on stderr.
+    out = graphmem("--home", str(tmp_path / "home"), "ingest", str(example_org[0]))
+    assert out.returncode == 0, out.stderr
+    lines = [line for line in out.stderr.splitlines() if line.startswith("graphmem: ")]
+    stages = {line.split()[1] for line in lines}
+    assert len(stages) >= 2, out.stderr
+    for line in lines:
+        done, total = line.split()[-1].split("/")
+        assert int(done) <= int(total)
+    assert "\x1b[" not in out.stderr  # no terminal escape codes in a log
+    quiet = graphmem("--home", str(tmp_path / "home2"), "ingest", str(example_org[0]), "--json")
+    assert not [line for line in quiet.stderr.splitlines() if line.startswith("graphmem: ")]
+
+
 def test_status_says_when_the_graph_is_behind_the_repository(tmp_path: Path, example_org: tuple) -> None:
     import shutil
 
