@@ -35,11 +35,24 @@ _PATHSPEC_MAX = 200
 def first_added(root: str | Path, paths: Iterable[str], *, rev: str = "HEAD") -> dict[str, str]:
     """For each path, the commit time (ISO, UTC) of the earliest commit reachable from ``rev``
     that added it; paths git does not know are left out."""
+    return _path_dates(root, paths, rev, oldest_added=True)
+
+
+def last_changed(root: str | Path, paths: Iterable[str], *, rev: str = "HEAD") -> dict[str, str]:
+    """For each path, the commit time (ISO, UTC) of the latest commit reachable from ``rev`` that
+    changed, added or deleted it; paths git does not know are left out."""
+    return _path_dates(root, paths, rev, oldest_added=False)
+
+
+def _path_dates(root: str | Path, paths: Iterable[str], rev: str, *, oldest_added: bool) -> dict[str, str]:
+    """One ``git log`` pass: each path's first commit in the log's order (oldest adding commits
+    first, or newest commits first)."""
     wanted = sorted(set(paths))
     if not wanted:
         return {}
-    args = ["git", "-C", str(root), "-c", "core.quotePath=false", "log", "--reverse", "--no-renames",
-            "--diff-filter=A", "--name-only", "-z", "--format=%x01%cI", rev]
+    args = ["git", "-C", str(root), "-c", "core.quotePath=false", "log", "--no-renames", "--name-only", "-z",
+            "--format=%x01%cI"]
+    args += ["--reverse", "--diff-filter=A", rev] if oldest_added else [rev]
     if len(wanted) <= _PATHSPEC_MAX:
         args += ["--", *(f":(literal){p}" for p in wanted)]
     proc = subprocess.run(args, capture_output=True, env=_git_env())
@@ -57,6 +70,22 @@ def first_added(root: str | Path, paths: Iterable[str], *, rev: str = "HEAD") ->
         if field and when and field in keep and field not in dates:
             dates[field] = when
     return dates
+
+
+def closing_times(root: str | Path, paths: Iterable[str], *, rev: str | None,
+                  uncommitted: Iterable[str] = ()) -> dict[str, list[str]]:
+    """When the facts of these changed or vanished source paths stopped holding, grouped by time
+    (oldest first): the commit that last changed each path; ``uncommitted`` paths (the working tree
+    differs from ``rev``), paths git does not know and folders without history: now."""
+    now = now_iso()
+    wanted = sorted(set(paths))
+    dirty = set(uncommitted)
+    dates = last_changed(root, (p for p in wanted if p not in dirty), rev=rev) if rev else {}
+    groups: dict[str, list[str]] = {}
+    for path in wanted:
+        when = dates.get(path, now) if path not in dirty else now
+        groups.setdefault(min(when, now), []).append(path)
+    return dict(sorted(groups.items()))
 
 
 def line_dates(root: str | Path, path: str, *, rev: str = "HEAD") -> dict[int, str]:

@@ -31,7 +31,7 @@ from extractors import code
 from extractors.base import Extraction, Skipped
 from extractors.decisions import extract_decision, is_decision_record
 from extractors.docs import CHECKED_KINDS, DocContext, extract_document, is_document
-from extractors.git import extract_history, head_commit, is_git_repo, root_commits
+from extractors.git import GitError, changed_paths_since, extract_history, head_commit, is_git_repo, root_commits
 from extractors.incidents import extract_incident, is_incident_report
 from extractors.ownership import ServiceMap, Team, extract_ownership, teams_from_config
 from extractors.policy import Policy, read_project_config
@@ -39,7 +39,7 @@ from extractors.prose_mentions import prose_mentions
 from extractors.secrets import FINGERPRINT as REDACTION_RULES
 from extractors.secrets import redact
 from extractors.text import Vocabulary
-from extractors.validity import date_from_history
+from extractors.validity import closing_times, date_from_history
 from graphmem.errors import ConfigError, GraphmemError, IngestRefused
 from graphmem.model import NodeKind, Provenance, Relationship, RelType, now_iso, service_key, symbol_parts
 from graphmem.stores.base import INCOMPLETE, GraphStore, Keep, WriteSummary
@@ -538,6 +538,13 @@ def ingest(
     report.redactions += redact_extraction(batch)  # code was redacted when parsed: these are the rest
     # Facts start when the history says they began to hold, not at this ingest.
     date_from_history(batch, root, rev=head)
+    # ... and stop when the commit that changed or removed their source was made (now, for work
+    # not committed yet): the oldest first, so a fact two sources said closes with the later one.
+    withdrawn = sorted(changed | deleted) + rewritten
+    closings: dict[str, list[str]] = {}
+    if withdrawn:  # a first ingest has nothing to close: no history to look up
+        closings = closing_times(root, withdrawn, rev=head, uncommitted=_uncommitted(root, head)) \
+            if previous else {now_iso(): withdrawn}
     # Progress in elements written, stage by stage (a Neo4j write can take a while).
     total = len(batch.nodes) + len(batch.rels) + len(batch.chunks)
     note("write", 0, total)
@@ -551,9 +558,10 @@ def ingest(
         note("write", len(batch.nodes), total)
         report.written.add(store.upsert([], batch.rels, batch.chunks))
         note("write", total, total)
-        if changed or deleted or rewritten:
-            report.written.add(store.close_sources(sorted(changed | deleted) + rewritten,
-                                                   keep=Keep.of(batch.nodes, batch.rels, batch.chunks)))
+        if closings:
+            keep = Keep.of(batch.nodes, batch.rels, batch.chunks)
+            for when, paths in closings.items():
+                report.written.add(store.close_sources(paths, at=when, keep=keep))
         store.set_source_states({**{p: hashes[p] for p in changed}, **{p: None for p in deleted}})
         store.set_meta({"last_commit": head, "last_ingested_at": now_iso(), "root": str(root), INCOMPLETE: None,
                         "repository": identity or None})
@@ -562,3 +570,14 @@ def ingest(
     report.seconds = time.perf_counter() - started
     return report
 
+
+
+def _uncommitted(root: Path, head: str | None) -> set[str]:
+    """Paths whose working-tree state differs from ``head`` (all of them without history)."""
+    if head is None:
+        return set()
+    try:
+        changed, deleted, _ = changed_paths_since(root, head)
+    except GitError:
+        return set()
+    return changed | deleted

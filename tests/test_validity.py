@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -73,3 +74,45 @@ def test_as_of_shows_the_past(acme: Any) -> None:
     hits = gm.query("Publish ledger entries through Kafka", as_of=shifted(adr.valid_from, -1), k=10).results
     assert "adr:5" not in [h.key for h in hits]
     assert "adr:5" in [h.key for h in gm.query("Publish ledger entries through Kafka", k=10).results]
+
+
+def test_facts_close_at_the_commit_that_removed_them(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "geo.py").write_text("def distance(a, b):\n    return abs(a - b)\n\n\ndef bearing(a, b):\n    return 0\n")
+    (repo / "units.py").write_text("def metres(x):\n    return x\n")
+    (repo / "span.py").write_text("def span(a, b):\n    return abs(a - b)\n")
+    env = {"GIT_AUTHOR_NAME": "A", "GIT_AUTHOR_EMAIL": "a@example.com", "GIT_COMMITTER_NAME": "A",
+           "GIT_COMMITTER_EMAIL": "a@example.com"}
+
+    def commit(message: str, when: str) -> None:
+        git(repo, "add", "-A")
+        subprocess.run(["git", "-C", str(repo), "commit", "-q", "-m", message], check=True,
+                       env={**env, "PATH": os.environ["PATH"], "GIT_AUTHOR_DATE": when, "GIT_COMMITTER_DATE": when})
+
+    commit("first", "2024-01-10T10:00:00+00:00")
+    gm = Graphmem(Settings(store="embedded", home=tmp_path / "home"), "geo")
+    try:
+        gm.ingest(repo, llm=False)
+        assert gm.store.get_node("sym:geo.py::bearing").valid_to is None
+        # Two commits later: bearing removed in March, units.py deleted in May; then an edit not committed.
+        (repo / "geo.py").write_text("def distance(a, b):\n    return abs(a - b)\n")
+        commit("drop bearing", "2024-03-05T09:00:00+00:00")
+        (repo / "units.py").unlink()
+        commit("drop units", "2024-05-20T12:00:00+00:00")
+        (repo / "span.py").write_text("def width(a, b):\n    return abs(a - b)\n")
+        before = to_iso(datetime.now(timezone.utc))
+        gm.ingest(repo, llm=False)
+        assert gm.store.get_node("sym:geo.py::bearing").valid_to == to_iso("2024-03-05T09:00:00+00:00")
+        assert gm.store.get_node("sym:units.py::metres").valid_to == to_iso("2024-05-20T12:00:00+00:00")
+        assert gm.store.get_node("file:units.py").valid_to == to_iso("2024-05-20T12:00:00+00:00")
+        assert gm.store.get_node("sym:geo.py::distance").valid_to is None
+        # span.py differs from the last commit: what it no longer says closes at the ingest
+        assert gm.store.get_node("sym:span.py::span").valid_to >= before
+        # so the past shows it: bearing in February, not in April
+        feb = {r.dst for r in gm.store.get_relationships(["file:geo.py"], as_of="2024-02-01T00:00:00Z")}
+        apr = {r.dst for r in gm.store.get_relationships(["file:geo.py"], as_of="2024-04-01T00:00:00Z")}
+        assert "sym:geo.py::bearing" in feb and "sym:geo.py::bearing" not in apr
+    finally:
+        gm.close()
