@@ -212,11 +212,12 @@ def parse_time(text: str, now: datetime) -> TimeFilter:
 
 # Verbs whose English subject is the start of the relationship ("A calls B": A -CALLS-> B).
 _DIRECTED_VERBS: list[tuple[re.Pattern[str], RelType]] = [
-    (re.compile(r"\bcall(?:s|ed|ing)?\b|\binvok\w*", re.IGNORECASE), RelType.CALLS),
+    (re.compile(r"\bcall(?:s|ed|ing)?\b|\binvok\w*|\brel(?:y|ies|ied|ying) on\b|\bdelegat\w*", re.IGNORECASE),
+     RelType.CALLS),
     (re.compile(r"\bdepend\w*|\bcall\w* into\b", re.IGNORECASE), RelType.DEPENDS_ON),
     (re.compile(r"\bsupersed\w*|\breplac\w*", re.IGNORECASE), RelType.SUPERSEDES),
 ]
-_ASKS_OBJECT = re.compile(r"\b(what|which\s+\w+|who(m)?)\s+(does|do|did|is|are|was|were)\s+\S+", re.IGNORECASE)
+_ASKS_OBJECT = re.compile(r"\b((what|which)(\s+\w+)?|who(m)?)\s+(does|do|did|is|are|was|were)\s+\S+", re.IGNORECASE)
 
 
 _WHO = (NodeKind.PERSON, NodeKind.TEAM)
