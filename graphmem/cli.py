@@ -246,9 +246,13 @@ def cli(ctx: click.Context, store: str | None, home: Path | None, project: str |
 @click.option("--force", is_flag=True,
               help="Go on even if the folder is another repository than the project's, or would close most of "
                    "what the project holds (files really removed).")
+@click.option("--replay", type=click.IntRange(0, 10_000), default=0, show_default=True,
+              help="On a project's first ingest, first ingest up to N earlier commits (oldest first, spread over "
+                   "the history), so ownership lines, calls and files that no longer exist keep their history "
+                   "for --as-of.")
 @json_option
 @pass_context
-def ingest(ctx: Context, path: Path, llm: bool | None, force: bool, as_json: bool) -> None:
+def ingest(ctx: Context, path: Path, llm: bool | None, force: bool, replay: int, as_json: bool) -> None:
     """Ingest a repository or folder: code, git history, decisions, incidents, ownership."""
     use_llm = ctx.settings.llm.configured if llm is None else llm
     if use_llm:
@@ -258,7 +262,7 @@ def ingest(ctx: Context, path: Path, llm: bool | None, force: bool, as_json: boo
     try:
         with progress_sink(as_json) as progress:
             started = time.perf_counter()
-            report = gm.ingest(path, progress=progress, llm=False, force=force)
+            report = gm.ingest(path, progress=progress, llm=False, force=force, replay=replay)
             if use_llm:  # the deterministic graph is written and usable; enrichment comes on top
                 if not as_json:
                     click.echo(f"graph written; enriching with {ctx.settings.llm.model} "

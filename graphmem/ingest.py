@@ -18,8 +18,10 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -581,3 +583,56 @@ def _uncommitted(root: Path, head: str | None) -> set[str]:
     except GitError:
         return set()
     return changed | deleted
+
+
+# --- replaying history on a first ingest --------------------------------------------------------
+
+
+def replay_points(root: str | Path, limit: int) -> list[str]:
+    """Up to ``limit`` commits of ``HEAD``'s first-parent history before ``HEAD``, oldest first,
+    spread evenly over it (the first commit always among them)."""
+    if limit < 1 or not is_git_repo(root) or head_commit(root) is None:
+        return []
+    proc = subprocess.run(["git", "-C", str(root), "rev-list", "--first-parent", "--reverse", "HEAD"],
+                          capture_output=True, text=True, env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"})
+    shas = proc.stdout.split()[:-1] if proc.returncode == 0 else []
+    if len(shas) <= limit:
+        return shas
+    step = (len(shas) - 1) / max(1, limit - 1)
+    return list(dict.fromkeys(shas[round(i * step)] for i in range(limit)))
+
+
+@contextmanager
+def checked_out(root: str | Path, sha: str) -> Iterator[Path]:
+    """A temporary detached worktree of ``root`` at ``sha`` (its history and blame work as in
+    ``root``), removed afterwards."""
+    tmp = Path(tempfile.mkdtemp(prefix="graphmem-replay-"))
+    tree = tmp / "tree"
+    try:
+        subprocess.run(["git", "-C", str(root), "worktree", "add", "--quiet", "--detach", str(tree), sha],
+                       capture_output=True, text=True, check=True)
+        yield tree
+    except subprocess.CalledProcessError as exc:
+        raise GitError(f"cannot check out {sha[:12]} to replay it: {exc.stderr.strip()[-200:]}") from None
+    finally:
+        subprocess.run(["git", "-C", str(root), "worktree", "remove", "--force", str(tree)], capture_output=True)
+        subprocess.run(["git", "-C", str(root), "worktree", "prune"], capture_output=True)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def replay_history(root: str | Path, store: GraphStore, *, cache_dir: str | Path, points: int,
+                   progress: Progress | None = None) -> list[IngestReport]:
+    """Before a project's first ingest, ingest ``points`` earlier commits of ``root`` in order, so
+    facts that no longer hold at ``HEAD`` (an ownership line replaced, a call removed, a file
+    deleted) are in the graph with the interval they held: each step closes what the next one no
+    longer says at the commit that changed it. Nothing happens once the project holds a graph."""
+    if store.get_meta("last_commit") or store.source_states():
+        return []
+    reports = []
+    for sha in replay_points(root, points):
+        with checked_out(root, sha) as tree:
+            # A snapshot may differ wholly from the one before (a rewrite): the removal guard is for
+            # a user pointing at the wrong folder, not for history.
+            reports.append(ingest(tree, store, cache_dir=cache_dir, progress=progress, force=True))
+            StatCache.open(cache_dir, tree).path.unlink(missing_ok=True)
+    return reports

@@ -116,3 +116,68 @@ def test_facts_close_at_the_commit_that_removed_them(tmp_path: Path) -> None:
         assert "sym:geo.py::bearing" in feb and "sym:geo.py::bearing" not in apr
     finally:
         gm.close()
+
+
+def test_a_first_ingest_with_replay_keeps_two_years_of_history(tmp_path: Path) -> None:
+    """Ownership, decisions in force and call edges as of four dates, on a first ingest."""
+    repo = tmp_path / "repo"
+    (repo / "billing").mkdir(parents=True)
+    (repo / "docs" / "adr").mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    env = {"GIT_AUTHOR_NAME": "A", "GIT_AUTHOR_EMAIL": "a@example.com", "GIT_COMMITTER_NAME": "A",
+           "GIT_COMMITTER_EMAIL": "a@example.com", "PATH": os.environ["PATH"]}
+
+    def commit(message: str, when: str, files: dict[str, str | None]) -> None:
+        for name, text in files.items():
+            if text is None:
+                (repo / name).unlink()
+            else:
+                (repo / name).write_text(text)
+        git(repo, "add", "-A")
+        subprocess.run(["git", "-C", str(repo), "commit", "-q", "-m", message], check=True,
+                       env={**env, "GIT_AUTHOR_DATE": when, "GIT_COMMITTER_DATE": when})
+
+    adr1 = ("# 1. Bill synchronously\n\nDate: 2024-01-15\n\n## Status\n\nAccepted\n\n## Context\n\nBilling needs "
+            "totals.\n\n## Decision\n\nCall the ledger over HTTP.\n\n## Consequences\n\nCoupling.\n")
+    commit("billing starts", "2024-01-15T10:00:00+00:00", {
+        "CODEOWNERS": "/billing/ @acme/payments\n",
+        "billing/api.py": "def total(items):\n    return legacy_sum(items)\n\n\ndef legacy_sum(items):\n    return sum(items)\n",
+        "docs/adr/0001-bill-synchronously.md": adr1})
+    commit("payments hands billing to finance", "2024-09-02T10:00:00+00:00", {
+        "CODEOWNERS": "/billing/ @acme/finance\n"})
+    commit("total uses fast_sum", "2025-03-10T10:00:00+00:00", {
+        "billing/api.py": "def total(items):\n    return fast_sum(items)\n\n\ndef fast_sum(items):\n    return sum(items)\n"})
+    commit("ADR-2 supersedes ADR-1", "2025-11-20T10:00:00+00:00", {
+        "docs/adr/0001-bill-synchronously.md": adr1.replace("Accepted", "Superseded by ADR-2"),
+        "docs/adr/0002-bill-through-events.md": (
+            "# 2. Bill through events\n\nDate: 2025-11-20\n\n## Status\n\nAccepted\n\nSupersedes ADR-1\n\n"
+            "## Context\n\nCoupling hurt.\n\n## Decision\n\nPublish events.\n\n## Consequences\n\nLag.\n")})
+
+    gm = Graphmem(Settings(store="embedded", home=tmp_path / "home"), "billing")
+    try:
+        gm.ingest(repo, llm=False, replay=10)
+
+        def owners(day: str) -> set[str]:
+            return {r.src for r in gm.store.get_relationships(["service:billing"], as_of=day)
+                    if r.type.value == "OWNS"}
+
+        def calls(day: str) -> set[str]:
+            return {r.dst for r in gm.store.get_relationships(["sym:billing/api.py::total"], as_of=day)
+                    if r.type.value == "CALLS" and r.src == "sym:billing/api.py::total"}
+
+        def superseded(day: str) -> set[str]:
+            return {r.dst for r in gm.store.get_relationships(["adr:2"], as_of=day) if r.type.value == "SUPERSEDES"}
+
+        def decisions(day: str) -> set[str]:
+            nodes = gm.store.get_nodes(["adr:1", "adr:2"])
+            return {k for k, n in nodes.items()
+                    if n.valid_from <= day and (n.valid_to is None or n.valid_to > day)} - superseded(day)
+
+        days = ["2023-12-01T00:00:00Z", "2024-06-01T00:00:00Z", "2025-01-01T00:00:00Z", "2026-01-01T00:00:00Z"]
+        assert [owners(d) for d in days] == [set(), {"team:payments"}, {"team:finance"}, {"team:finance"}]
+        assert [calls(d) for d in days] == [set(), {"sym:billing/api.py::legacy_sum"},
+                                            {"sym:billing/api.py::legacy_sum"}, {"sym:billing/api.py::fast_sum"}]
+        assert [decisions(d) for d in days] == [set(), {"adr:1"}, {"adr:1"}, {"adr:2"}]
+        assert not git(repo, "worktree", "list", "--porcelain").count("graphmem-replay")  # nothing left behind
+    finally:
+        gm.close()
