@@ -575,7 +575,8 @@ def ingest(
 
 
 def _uncommitted(root: Path, head: str | None) -> set[str]:
-    """Paths whose working-tree state differs from ``head`` (all of them without history)."""
+    """Paths whose working-tree state differs from ``head`` (none without history: every path of a
+    folder without history closes at the ingest anyway)."""
     if head is None:
         return set()
     try:
