@@ -443,7 +443,6 @@ class Service:
 def build_server(service: Service) -> Any:
     """An ``MCPServer`` whose tools and resources call ``service``."""
     from mcp.server.mcpserver import MCPServer
-    from mcp.server.mcpserver.exceptions import ToolError
     from mcp.types import ToolAnnotations
 
     server: Any = MCPServer("graphmem", title="graphmem", version=__version__, instructions=INSTRUCTIONS,
@@ -452,18 +451,9 @@ def build_server(service: Service) -> Any:
                                 open_world_hint=False)
 
     def tool(fn: Callable[..., dict[str, Any]], description: str, *, writes: bool = False) -> None:
-        @functools.wraps(fn)
-        def call(*args: Any, **kwargs: Any) -> dict[str, Any]:
-            # A known failure (bad key, unknown mode, refused Cypher...) is the agent's to read and
-            # fix; anything else is a bug, which the SDK logs with its traceback.
-            try:
-                return fn(*args, **kwargs)
-            except (GraphmemError, ModelError, ValueError) as exc:
-                raise ToolError(_clip(str(exc), ERROR_CHARS)) from exc
-
         annotations = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True,
                                       open_world_hint=False) if writes else read_only
-        server.add_tool(call, name=fn.__name__, description=description, annotations=annotations)
+        add_tool(server, fn, description, annotations)
 
     tool(service.search,
          "Answer a question about the organisation: ranked nodes (code symbols, files, services, teams, "
@@ -518,6 +508,22 @@ def build_server(service: Service) -> Any:
         return JSONResponse({"status": "ok", "project": service.project, "store": service.settings.store})
 
     return server
+
+
+def add_tool(server: Any, fn: Callable[..., dict[str, Any]], description: str, annotations: Any) -> None:
+    """Register ``fn`` as a tool of ``server``. A known failure (bad key, unknown mode, refused
+    Cypher...) becomes the tool's one-line error, the agent's to read and fix; anything else is a
+    bug, which the SDK logs with its traceback."""
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        try:
+            return fn(*args, **kwargs)
+        except (GraphmemError, ModelError, ValueError) as exc:
+            raise ToolError(_clip(str(exc), ERROR_CHARS)) from exc
+
+    server.add_tool(call, name=fn.__name__, description=description, annotations=annotations)
 
 
 def serve(settings: Settings, project: str, *, transport: str = "stdio", host: str = "127.0.0.1",

@@ -30,7 +30,6 @@ only in ``untrusted_`` fields.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import re
@@ -604,22 +603,33 @@ def invalidate_memory(store: GraphStore, key: str, reason: str, *, session: str 
                        index_stale=in_force, note="closed; the history keeps every version")
 
 
-def approve(store: GraphStore, key: str, by: str, *, at: str | None = None) -> MemoryWrite:
-    """A person approves what waits for review under ``key`` (a memory key, or ``incident:<ID>``)."""
+def _reviewer(by: str, verb: str) -> str:
     reviewer = _label(by, "the reviewer")
     if not reviewer:
-        raise ModelError("say who approves (a name or e-mail)")
+        raise ModelError(f"say who {verb} (a name or e-mail)")
+    return reviewer
+
+
+def _waiting_review(store: GraphStore, mkey: str) -> tuple[Node, Any]:
+    """The memory node and its version waiting for review; an error when none waits."""
+    main = store.get_node(mkey)
+    waiting = _pending_version(store, main)
+    if main is None or waiting is None:
+        raise GraphmemError(f"nothing of {mkey[:120]!r} waits for review")
+    return main, waiting
+
+
+def approve(store: GraphStore, key: str, by: str, *, at: str | None = None) -> MemoryWrite:
+    """A person approves what waits for review under ``key`` (a memory key, or ``incident:<ID>``)."""
+    reviewer = _reviewer(by, "approves")
     when = to_iso(at) if at else now_iso()
     if key.startswith("incident:"):
         return _review_incident(store, key, reviewer, None, when)
     mkey = memory_key(key)
     with _WRITE_LOCK, store.atomic():
-        main = store.get_node(mkey)
-        waiting = _pending_version(store, main)
-        if waiting is None:
-            raise GraphmemError(f"nothing of {mkey[:120]!r} waits for review")
+        main, waiting = _waiting_review(store, mkey)
         waiting.approved_by, waiting.approved_at = reviewer, when
-        versions = int(main.props.get("versions") or waiting.version)  # type: ignore[union-attr]
+        versions = int(main.props.get("versions") or waiting.version)
         mentions = _promote(store, main, waiting, at=when, versions=versions)
         # The proposal's record says it was approved; the memory node holds it while it is current.
         waiting.valid_from = waiting.valid_to = waiting.created_at
@@ -631,19 +641,14 @@ def approve(store: GraphStore, key: str, by: str, *, at: str | None = None) -> M
 
 def reject(store: GraphStore, key: str, reason: str, by: str, *, at: str | None = None) -> MemoryWrite:
     """A person turns down what waits for review under ``key``; it is kept, closed, with the reason."""
-    reviewer = _label(by, "the reviewer")
-    if not reviewer:
-        raise ModelError("say who rejects (a name or e-mail)")
+    reviewer = _reviewer(by, "rejects")
     why, _ = _text(reason, "the reason", MAX_REASON_CHARS)
     when = to_iso(at) if at else now_iso()
     if key.startswith("incident:"):
         return _review_incident(store, key, reviewer, why, when)
     mkey = memory_key(key)
     with _WRITE_LOCK, store.atomic():
-        main = store.get_node(mkey)
-        waiting = _pending_version(store, main)
-        if waiting is None:
-            raise GraphmemError(f"nothing of {mkey[:120]!r} waits for review")
+        main, waiting = _waiting_review(store, mkey)
         waiting.status, waiting.reason, waiting.reviewed_by = Status.REJECTED, why, reviewer
         waiting.valid_from = waiting.valid_to = waiting.created_at
         _write_version(store, waiting, at=when)
@@ -1149,19 +1154,10 @@ def incident_row(node: Node) -> dict[str, Any]:
 
 
 def _tool(server: Any, fn: Callable[..., dict[str, Any]], description: str, annotations: Any) -> None:
-    """Register ``fn`` as a tool; known failures become the tool's error message (one line)."""
-    from mcp.server.mcpserver.exceptions import ToolError
+    """Register ``fn`` as a tool, as the server's own tools are."""
+    from graphmem.mcp_server import add_tool
 
-    from graphmem.mcp_server import ERROR_CHARS, _clip
-
-    @functools.wraps(fn)
-    def call(*args: Any, **kwargs: Any) -> dict[str, Any]:
-        try:
-            return fn(*args, **kwargs)
-        except (GraphmemError, ModelError, ValueError) as exc:
-            raise ToolError(_clip(str(exc), ERROR_CHARS)) from exc
-
-    server.add_tool(call, name=fn.__name__, description=description, annotations=annotations)
+    add_tool(server, fn, description, annotations)
 
 
 def annotations(*, read_only: bool, idempotent: bool) -> Any:
