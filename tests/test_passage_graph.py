@@ -113,3 +113,27 @@ def test_rules_graph_of_a_slice_uses_every_title(wiki: Dataset) -> None:
     # "Emperor Lothair I" stays a name of its own; titles outside the slice are still recognised.
     assert {r.src for r in rels} == {"doc:lothair-ii", "doc:ermengarde-of-tours"}
     assert "entity:concept:teutberga" in {n.key for n in nodes}
+
+
+def test_a_walk_that_reaches_a_name_goes_on_to_the_passage_about_it() -> None:
+    from graphmem.retrieval.config import LayerConfig
+    from graphmem.retrieval.graph.layer import EntityLayer
+
+    song, singer = "entity:concept:changed it", "entity:concept:nicki minaj"
+    about = {("doc:song", "MENTIONS", song), ("doc:singer", "MENTIONS", singer)}
+    edges = [*about, ("doc:song", "MENTIONS", singer)]
+    edges += [(f"doc:other{i}", "MENTIONS", singer) for i in range(4)]  # passages that merely name her
+    scores = {}
+    for weight in (1.0, 10.0):
+        layer = EntityLayer.build(edges, [], config=LayerConfig(about_weight=weight), about=about)
+        assert layer is not None
+        ranked = layer.rank({song: 1.0})
+        scores[weight] = {key: float(ranked[layer.index[key]]) for key in ("doc:singer", "doc:other0")}
+    assert scores[1.0]["doc:singer"] == pytest.approx(scores[1.0]["doc:other0"])
+    assert scores[10.0]["doc:singer"] > 3 * scores[10.0]["doc:other0"]
+    paths = layer.paths([layer.index[song]], [layer.index[k] for k in ("doc:singer", "doc:song", "doc:other0")])
+    bridge, named = paths[layer.index["doc:singer"]], paths[layer.index["doc:song"]]
+    assert bridge.nodes == (song, "doc:song", singer, "doc:singer")
+    assert layer.bridged(bridge)  # the next hop: through the song's passage into the singer's own
+    assert not layer.bridged(named)  # the passage the question names is not a bridge
+    assert not layer.bridged(paths[layer.index["doc:other0"]])  # it names her, it is not about her

@@ -99,7 +99,7 @@ def test_the_floor_keeps_every_lists_first_candidates_near_the_top() -> None:
 
 
 def test_the_shipped_model_matches_the_features_and_ranks() -> None:
-    model = load_model("fusion-v2")
+    model = load_model("fusion-v3")
     assert list(model.names) == feature_names()
     q = QuestionSignals(asks_kind=True, anchored=True, named=1, relations=frozenset({"CALLS"}), directed=True)
     cands = {"sym:a.py::f": CandidateSignals(ranks={"bm25": 1, "vector": 1, "graph": 1},
@@ -112,7 +112,7 @@ def test_the_shipped_model_matches_the_features_and_ranks() -> None:
 
 
 def test_a_model_for_other_features_or_malformed_is_refused(tmp_path: Path) -> None:
-    good = load_model("fusion-v2").as_dict()
+    good = load_model("fusion-v3").as_dict()
     stale = dict(good, features=good["features"][:-1] + ["something_else"])
     with pytest.raises(ConfigError, match="other features"):
         FusionModel.from_dict(stale)
@@ -125,3 +125,22 @@ def test_a_model_for_other_features_or_malformed_is_refused(tmp_path: Path) -> N
         FusionModel.from_dict(dict(good, format=99))
     with pytest.raises(ConfigError, match="no fusion model"):
         load_model(str(tmp_path / "missing.json"))
+
+
+def test_a_swept_recipe_brings_its_own_graph_settings(tmp_path: Path) -> None:
+    from graphmem.retrieval.engine import Retriever
+    from graphmem.retrieval.indexes import Indexes
+    from graphmem.stores.embedded import EmbeddedStore
+
+    store = EmbeddedStore(tmp_path / "graph", "p")
+    try:
+        retriever = Retriever(store, Indexes(tmp_path / "index", embedder=lambda: None))  # type: ignore[arg-type,return-value]
+        base = preset("hybrid")
+        swept = base.with_overrides({"layer": {"about_weight": 2.0}, "walk": {"damping": 0.6}})
+        assert retriever.graph_for(base) is retriever.graph  # the default recipe's, wired once
+        assert retriever.graph_for(preset("graph")) is retriever.graph  # presets share the graph settings
+        graph = retriever.graph_for(swept)
+        assert graph is not retriever.graph and graph is retriever.graph_for(swept)
+        assert graph.layer_config.about_weight == 2.0 and graph.walk_config.damping == 0.6
+    finally:
+        store.close()

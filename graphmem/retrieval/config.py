@@ -134,6 +134,7 @@ class LayerConfig:
     damping: float = 0.85  # long walks: passages two or three names away are the next hops
     iterations: int = 40
     related_weight: float = 2.0  # an extracted relation between entities, against a mention
+    about_weight: float = 10.0  # the mention joining a passage to the entity it is about, against another
     lexical_seed_weight: float = 0.05  # the best lexical and vector passages, against one named entity
     doc_seed_weight: float = 1.0  # a passage whose title the question spells
     specificity_power: float = 1.0  # an entity mentioned by n passages weighs n ** -power
@@ -146,7 +147,7 @@ class LayerConfig:
 
     def __post_init__(self) -> None:
         _unit(self, "damping", "fact_similarity", "synonym_similarity")
-        _nonneg(self, "iterations", "related_weight", "lexical_seed_weight", "doc_seed_weight",
+        _nonneg(self, "iterations", "related_weight", "about_weight", "lexical_seed_weight", "doc_seed_weight",
                 "specificity_power", "facts", "fact_seed_weight", "synonyms", "synonym_weight")
 
 
@@ -163,7 +164,7 @@ class FusionConfig:
     method: str = "rrf"
     weights: Mapping[str, float] = field(default_factory=lambda: {"bm25": 1.0, "vector": 1.0, "graph": 1.0})
     rrf_k: float = 60.0
-    model: str = "fusion-v2"  # learned: a model shipped in graphmem/retrieval/models/, or a path
+    model: str = "fusion-v3"  # learned: a model shipped in graphmem/retrieval/models/, or a path
     floor_top: int = 1
     floor_rank: int = 10
 

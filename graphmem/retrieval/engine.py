@@ -121,7 +121,8 @@ class Candidates:
                         path_relations=frozenset(st.type for st in path.steps) if path is not None else frozenset(),
                         last_relation=last.type if last is not None else None,
                         last_directed=bool(last is not None and end is not None
-                                           and (last.src if end == "src" else last.dst) == key))
+                                           and (last.src if end == "src" else last.dst) == key),
+                        bridged=bool(g and key in g.bridged))
                 c.ranks[name] = rank
                 c.scores[name] = raw.get(key, 0.0) / top if name != "vector" else raw.get(key, 0.0)
         return qs, out
@@ -138,10 +139,21 @@ class Retriever:
         self.reranker = reranker
         self.rrf_k = rrf_k() if rrf_constant is None else rrf_constant
         self.now = now
-        base = config or preset(DEFAULT_MODE)
-        # The graph retriever is wired once, with the embedder provider (loaded on first use).
-        self.graph = GraphRetriever(store, embedder=lambda: indexes.embedder, cache_dir=indexes.cache_dir,
-                                    link_config=base.link, walk_config=base.walk, layer_config=base.layer)
+        self._graphs: list[tuple[tuple[Any, ...], GraphRetriever]] = []
+        # The graph retriever is wired once per linking, walk and layer setting (a swept recipe may
+        # change them), with the embedder provider (loaded on first use).
+        self.graph = self.graph_for(config or preset(DEFAULT_MODE))
+
+    def graph_for(self, spec: RetrievalConfig) -> GraphRetriever:
+        """The graph retriever of ``spec``'s linking, walk and entity-layer settings."""
+        key = (spec.link, spec.walk, spec.layer)  # compared, not hashed: settings may hold mappings
+        for known, graph in self._graphs:
+            if known == key:
+                return graph
+        graph = GraphRetriever(self.store, embedder=lambda: self.indexes.embedder, cache_dir=self.indexes.cache_dir,
+                               link_config=spec.link, walk_config=spec.walk, layer_config=spec.layer)
+        self._graphs.append((key, graph))
+        return graph
 
     def query(self, text: str, *, mode: str | RetrievalConfig = DEFAULT_MODE, k: int = 10,
               kinds: Iterable[str] | None = None, path_prefix: str | None = None, now: datetime | None = None,
@@ -248,7 +260,7 @@ class Retriever:
             t = time.perf_counter()
             seeds = _interleave([cands.rankings.get("bm25", []), cands.rankings.get("vector", [])],
                                 depth.lexical_seeds)
-            result = self.graph.retrieve(question, lexical_seeds=seeds, k=depth.node_candidates * 2, as_of=as_of,
+            result = self.graph_for(spec).retrieve(question, lexical_seeds=seeds, k=depth.node_candidates * 2, as_of=as_of,
                                          query_vec=cands.query_vec)
             hits = [h for h in result.hits if keep(h.key, None)]
             if as_of is not None:  # a node the question names is a seed even where it did not exist yet

@@ -62,6 +62,7 @@ class CandidateSignals:
     path_relations: frozenset[str] = frozenset()
     last_relation: str | None = None  # type of the path's last step, into the candidate
     last_directed: bool = False  # that step is a relationship the question directs, and the candidate is its asked end
+    bridged: bool = False  # a passage the entity layer reached through another passage, as the entity it is about
 
 
 def feature_names() -> list[str]:
@@ -72,7 +73,9 @@ def feature_names() -> list[str]:
               "anchored", "layer", "q_named", "directed",
               "graph_rr_x_anchored", "graph_rr_x_layer", "graph_rr_x_directed", "graph_rr_x_kind",
               "bm25_rr_x_anchored", "vector_rr_x_anchored", "graph_rr_x_relations",
-              "last_main_rel", "last_directed", "linked_x_kind", "linked_x_directed", "named_x_kind"]
+              "last_main_rel", "last_directed", "linked_x_kind", "linked_x_directed", "named_x_kind",
+              "graph_top5", "graph_top5_x_layer", "graph_score_x_layer", "lexical_rr_x_layer", "bridged",
+              "bridged_x_graph_rr"]
     names += [f"is_{k.value}" for k in KIND_FEATURES]
     return names
 
@@ -95,6 +98,12 @@ def features(q: QuestionSignals, c: CandidateSignals) -> list[float]:
             bm25_rr * q.anchored, vector_rr * q.anchored, graph_rr * bool(q.relations),
             float(c.last_relation in q.main_relations), float(c.last_directed), float(c.linked and c.kind_match),
             float(c.linked and q.directed), float(c.named and c.kind_match)]
+    # Over the entity layer the graph list already holds the best lexical passages (they seed the
+    # walk), so its order below the first place may carry more than a reciprocal rank says; and a
+    # passage reached through another one, as the entity it is about, is a multi-hop question's next hop.
+    graph_top5 = float(bool(c.ranks.get("graph")) and c.ranks["graph"] <= 5)
+    out += [graph_top5, graph_top5 * q.layer, c.scores.get("graph", 0.0) * q.layer,
+            max(bm25_rr, vector_rr) * q.layer, float(c.bridged), graph_rr * c.bridged]
     return out
 
 

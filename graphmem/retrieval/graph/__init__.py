@@ -106,12 +106,13 @@ class GraphRetriever:
         """The entity layer of this catalog (built on first use; ``None`` without entities)."""
         if built.layer is False:
             entities = built.catalog.by_kind.get(NodeKind.ENTITY, [])
-            edges, facts = EntityLayer.read(self.store, entities) if entities else ([], [])
+            edges, facts, about = EntityLayer.read(self.store, entities) if entities else ([], [], set())
             # Synonymy edges join the names of extracted facts only: open extraction spells one
             # thing many ways ("Hank Snow", "Clarence Eugene Hank Snow"), while rule-extracted
             # names are spans as written, whose near-namesakes are mostly different things.
             ends = sorted({key for src, _, dst in facts for key in (src, dst)}) if edges else []
-            built.layer = EntityLayer.build(edges, facts, self._synonyms(built.catalog, ends), self.layer_config)
+            built.layer = EntityLayer.build(edges, facts, self._synonyms(built.catalog, ends), self.layer_config,
+                                            about)
         return built.layer  # type: ignore[return-value]
 
     @property

@@ -3,7 +3,7 @@ between them, as one weighted graph held in memory, ranked HippoRAG-style."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -45,31 +45,40 @@ class EntityLayer:
     entity: np.ndarray  # bool: the node is an extracted entity
     facts: list[tuple[str, str, str]] = field(default_factory=list)  # (src, predicate, dst) of RELATED_TO
     config: LayerConfig = field(default_factory=LayerConfig)
+    about: frozenset[tuple[str, str, str]] = frozenset()  # mentions joining a passage to its own entity
 
     @staticmethod
     def read(store: GraphStore, entity_keys: Sequence[str],
-             ) -> tuple[list[tuple[str, str, str]], list[tuple[str, str, str]]]:
-        """The layer's relationships (identities) touching these entities, and the facts among
-        them: (src, predicate, dst) of every RELATED_TO predicate."""
+             ) -> tuple[list[tuple[str, str, str]], list[tuple[str, str, str]], set[tuple[str, str, str]]]:
+        """The layer's relationships (identities) touching these entities, the facts among them
+        ((src, predicate, dst) of every RELATED_TO predicate), and the mentions that join a passage
+        to the entity it is about (``role = "about"``)."""
         edges: dict[tuple[str, str, str], None] = {}
         facts: dict[tuple[str, str, str], None] = {}
+        about: set[tuple[str, str, str]] = set()
         wanted = set(LAYER_REL_TYPES)
         for i in range(0, len(entity_keys), LAYER_BATCH):
             for r in store.get_relationships(entity_keys[i:i + LAYER_BATCH]):
                 if r.type._value_ not in wanted:
                     continue
                 edges[r.ident] = None
+                if r.props.get("role") == "about":
+                    about.add(r.ident)
                 predicate = r.props.get("predicate")
                 if r.type is RelType.RELATED_TO and isinstance(predicate, str) and predicate != "names":
                     for p in predicate.split(" | "):
                         facts[(r.src, p, r.dst)] = None
-        return list(edges), list(facts)
+        return list(edges), list(facts), about
 
     @classmethod
     def build(cls, edges: Sequence[tuple[str, str, str]], facts: Sequence[tuple[str, str, str]],
-              synonyms: Sequence[tuple[str, str, float]] = (), config: LayerConfig | None = None) -> EntityLayer | None:
+              synonyms: Sequence[tuple[str, str, float]] = (), config: LayerConfig | None = None,
+              about: Collection[tuple[str, str, str]] = ()) -> EntityLayer | None:
         """The layer over what :meth:`read` returned; ``None`` when nothing mentions or relates the
-        entities. ``synonyms``: (entity, entity, similarity) pairs of names that likely mean one thing."""
+        entities. ``synonyms``: (entity, entity, similarity) pairs of names that likely mean one thing;
+        ``about``: the mentions (of ``edges``) that join a passage to the entity it is about, which
+        weigh ``config.about_weight`` times an ordinary mention, so a walk that reaches a name goes
+        on to the passage about it rather than to the other passages that merely mention it."""
         if not edges:
             return None
         config = config or LayerConfig()
@@ -89,6 +98,8 @@ class EntityLayer:
             w = min(specificity[a], specificity[b])
             if typ == RelType.RELATED_TO.value:
                 w *= config.related_weight
+            elif (src, typ, dst) in about:
+                w *= config.about_weight
             rows += [a, b]
             cols += [b, a]
             vals += [w, w]
@@ -108,7 +119,16 @@ class EntityLayer:
         matrix.sum_duplicates()
         cost = matrix.copy()
         cost.data = 1.0 / cost.data
-        return cls(keys, index, transition(matrix), cost.tocsr(), steps, specificity, is_entity, list(facts), config)
+        return cls(keys, index, transition(matrix), cost.tocsr(), steps, specificity, is_entity, list(facts), config,
+                   frozenset(about))
+
+    def bridged(self, path: Path) -> bool:
+        """The path ends in an about-mention after passing through another passage."""
+        if not path.steps or len(path.steps) < 2:
+            return False
+        last = path.steps[-1]
+        return (last.src, last.type, last.dst) in self.about and any(
+            not self.entity[self.index[key]] for key in path.nodes[:-1] if key in self.index)
 
     def rank(self, seeds: dict[str, float]) -> np.ndarray:
         """Personalised PageRank from ``seeds`` (key -> weight) over the whole layer."""
@@ -205,4 +225,6 @@ def rank_passages(layer: EntityLayer, cat: Catalog, q: Question, linked: dict[st
     for score, key, path in ranked[:k]:
         if key in cat.nodes:
             result.hits.append(GraphHit(key, score, path))
+            if layer.bridged(path):
+                result.bridged.add(key)
     return result

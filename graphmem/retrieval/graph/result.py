@@ -25,6 +25,8 @@ class GraphResult:
     reached: int = 0
     subjects: set[str] = field(default_factory=set)  # named nodes of the asked kind the question is about
     layer: bool = False  # ranked over the entity layer (passages by the PageRank of their entities)
+    bridged: set[str] = field(default_factory=set)  # layer hits reached through another passage into
+    # the entity they are about (the next hop of a multi-hop question)
 
     def messages(self) -> dict[str, str]:
         """Why each linked node was linked, for people."""
