@@ -146,12 +146,13 @@ def test_graph_beats_each_single_retriever_on_musique_with_the_rule_graph(
     assert musique_rules["hybrid"]["recall@5"] >= _best_single(musique_rules, "recall@5"), musique_rules
 
 
-def test_openie_graph_beats_the_rule_graph_on_musique(
+def test_both_musique_graphs_rank_passages_alike(
         musique_openie: dict[str, dict[str, float]], musique_rules: dict[str, dict[str, float]]) -> None:
-    """With its extracted relations weighed above mentions and synonymy edges between its facts'
-    names, the OpenIE graph ranks passages better than the rule graph: graph Recall@5 measured
-    0.743 against 0.724 (the pipeline is deterministic, so one run decides)."""
-    assert musique_openie["graph"]["recall@5"] > musique_rules["graph"]["recall@5"], (musique_openie, musique_rules)
+    """Once a passage's own entity weighs above its other mentions, the rule graph ranks as well as
+    the OpenIE triples' (graph Recall@5 0.765 against 0.751; before, 0.729 against 0.743): neither
+    way of building the graph may fall far behind the other."""
+    gap = musique_openie["graph"]["recall@5"] - musique_rules["graph"]["recall@5"]
+    assert abs(gap) <= TOLERANCE, (musique_openie, musique_rules)
 
 
 def test_graph_and_hybrid_beat_each_single_retriever_on_2wiki(wiki_rules: dict[str, dict[str, float]]) -> None:
@@ -159,3 +160,5 @@ def test_graph_and_hybrid_beat_each_single_retriever_on_2wiki(wiki_rules: dict[s
     assert wiki_rules["graph"]["recall@5"] > best5 + 0.1, wiki_rules
     assert wiki_rules["graph"]["recall@2"] > best2, wiki_rules
     assert wiki_rules["hybrid"]["recall@5"] >= best5, wiki_rules
+    # Fusion keeps the entity layer's next hops (held out: 2Wiki never trains fusion).
+    assert wiki_rules["hybrid"]["recall@5"] >= wiki_rules["graph"]["recall@5"] - TOLERANCE, wiki_rules
