@@ -72,6 +72,7 @@ CREATE TABLE IF NOT EXISTS source_states (path TEXT PRIMARY KEY, hash TEXT NOT N
 """
 
 _RELTYPES = {t.value: t for t in RelType}
+EXPAND_CACHE_LIMIT = 50_000  # nodes whose expansion is kept between questions (emptied when full)
 RelIdent = tuple[str, str, str]
 
 
@@ -195,6 +196,9 @@ class EmbeddedStore(TraversalMixin):
         self._rel_sources: dict[str, set[RelIdent]] = {}
         self._lock = threading.RLock()  # one writer (or reload) at a time; owns the main connection
         self._rw = _ReadWriteLock()  # readers of the in-memory graph against its changes
+        # expand() of today's graph by (node, hub rule): emptied by every change of the graph, so
+        # hubs that many questions cross are read once, not once per question.
+        self._expanded: dict[tuple[str, Hub | None], list[Edge]] = {}
         self._local = threading.local()
         self._read_conns: dict[int, sqlite3.Connection] = {}  # by thread ident, to close them
         self._conns_lock = threading.Lock()  # guards _read_conns (never held while waiting on others)
@@ -329,6 +333,7 @@ class EmbeddedStore(TraversalMixin):
         with self._rw.write():
             self._graph, self._node_sources, self._rel_sources = graph, node_sources, rel_sources
             self._codec = codec
+            self._expanded = {}
 
     def _write(self, db: sqlite3.Connection, work) -> None:  # type: ignore[no-untyped-def]
         """Run ``work(db)`` in one IMMEDIATE transaction against an up-to-date graph."""
@@ -339,6 +344,7 @@ class EmbeddedStore(TraversalMixin):
         if db.in_transaction:  # inside atomic(): that transaction commits or rolls back everything
             apply = work(db)
             with self._rw.write():
+                self._expanded = {}
                 apply()
             return
         self._begin(db)
@@ -349,6 +355,7 @@ class EmbeddedStore(TraversalMixin):
             db.execute("ROLLBACK")
             raise
         with self._rw.write():
+            self._expanded = {}
             apply()  # the in-memory graph changes only once the transaction is durable
 
     def _begin(self, db: sqlite3.Connection) -> None:
@@ -732,27 +739,41 @@ class EmbeddedStore(TraversalMixin):
         # edges are made (Hub.thin's rule, counted over the same valid relationships).
         self._sync()
         with self._rw.read():
-            succ, pred, nodes = self._graph._succ, self._graph._pred, self._graph._node
             out: list[Edge] = []
+            if as_of is not None:
+                for key in keys:
+                    out += self._expand_one(key, as_of, hub)
+                return out
+            cache = self._expanded
+            if len(cache) > EXPAND_CACHE_LIMIT:
+                cache.clear()
             for key in keys:
-                if key not in succ:
-                    continue
-                valid: list[tuple[str, str, bool]] = []
-                for adjacency, outgoing in ((succ[key], True), (pred[key], False)):
-                    for other, multi in adjacency.items():
-                        node = nodes[other]["n"]
-                        if not (node.valid_to is None if as_of is None else node.valid_at(as_of)):
-                            continue
-                        for t, d in multi.items():
-                            r = d["r"]
-                            if r.valid_to is None if as_of is None else r.valid_at(as_of):
-                                valid.append((other, t, outgoing))
-                kept = hub.crossing([t for _, t, _ in valid]) if hub is not None else None
-                if kept is not None:
-                    valid = [v for v in valid if v[1] in kept]
-                for other, t, outgoing in valid:
-                    out.append(Edge(key, Step(key, t, other) if outgoing else Step(other, t, key), other))
+                edges = cache.get((key, hub))
+                if edges is None:
+                    edges = cache[(key, hub)] = self._expand_one(key, None, hub)
+                out += edges
             return out
+
+    def _expand_one(self, key: str, as_of: str | None, hub: Hub | None) -> list[Edge]:
+        """One node's valid edges, thinned when it is a hub (the caller holds the read lock)."""
+        succ, pred, nodes = self._graph._succ, self._graph._pred, self._graph._node
+        if key not in succ:
+            return []
+        valid: list[tuple[str, str, bool]] = []
+        for adjacency, outgoing in ((succ[key], True), (pred[key], False)):
+            for other, multi in adjacency.items():
+                node = nodes[other]["n"]
+                if not (node.valid_to is None if as_of is None else node.valid_at(as_of)):
+                    continue
+                for t, d in multi.items():
+                    r = d["r"]
+                    if r.valid_to is None if as_of is None else r.valid_at(as_of):
+                        valid.append((other, t, outgoing))
+        kept = hub.crossing([t for _, t, _ in valid]) if hub is not None else None
+        if kept is not None:
+            valid = [v for v in valid if v[1] in kept]
+        return [Edge(key, Step(key, t, other) if outgoing else Step(other, t, key), other)
+                for other, t, outgoing in valid]
 
     def iter_nodes(self, kinds: Iterable[NodeKind] | None = None, *, include_closed: bool = False) -> Iterator[Node]:
         self._sync()

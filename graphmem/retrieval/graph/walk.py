@@ -6,7 +6,7 @@ which the expansion reached it.
 
 from __future__ import annotations
 
-import heapq
+from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
@@ -94,8 +94,8 @@ def walk(store: GraphStore, cat: Catalog, q: Question, linked: dict[str, Link], 
     result.reached = len(parent)
     weights = edge_weights(q, config)
     factors = _latest_change_factors(edges, cat, config) if q.latest_change else None
-    scores = _pagerank(list(parent), edges, seeds, weights, {t.value: d for t, d in q.directions.items()}, factors,
-                       config)
+    sub = _Subgraph.build(list(parent), edges, weights, {t.value: d for t, d in q.directions.items()}, factors, config)
+    scores = sub.pagerank(seeds, config)
     # Nodes of the kind the question asks for keep their PageRank; the rest are damped, so the
     # score stays the order (fusion may use the scores).
     answer = set(q.answer_kinds)
@@ -130,43 +130,95 @@ def walk(store: GraphStore, cat: Catalog, q: Question, linked: dict[str, Link], 
     top = sorted(final, key=lambda key: (-final[key], key))[:k]
     # Evidence: the cheapest path from a seed, a relationship costing the inverse of its weight,
     # so paths through what the question asks about win over incidental ones.
-    parent.update(_cheapest_paths(edges, {key: (0.0 if key in result.linked else 2.0) for key in seeds}, weights,
-                                  targets=set(top)))
+    paths = sub.cheapest_paths({key: (0.0 if key in result.linked else 2.0) for key in seeds}, top)
     for key in top:
-        result.hits.append(GraphHit(key, float(final[key]), _path_to(key, parent)))
+        result.hits.append(GraphHit(key, float(final[key]), paths.get(key) or _path_to(key, parent)))
     return result
 
 
-def _pagerank(nodes: list[str], edges: list[Edge], seeds: dict[str, float], weights: dict[str, float],
-              directions: dict[str, str] | None, factors: dict[tuple[str, str, str], float] | None,
-              config: WalkConfig) -> dict[str, float]:
-    """PageRank over the reached subgraph; each relationship weighs as the question reads it."""
-    index = {key: i for i, key in enumerate(nodes)}
-    rows, cols, vals = [], [], []
-    seen: set[tuple[str, str, str]] = set()
-    for e in edges:
-        ident = (e.step.src, e.step.type, e.step.dst)
-        if ident in seen or e.step.src not in index or e.step.dst not in index:
-            continue
-        seen.add(ident)
-        w = weights.get(e.step.type, config.unknown_type_weight) * (factors.get(ident, 1.0) if factors else 1.0)
-        a, b = index[e.step.src], index[e.step.dst]
-        # A relationship read with a direction ("which services depend on auth") is walked
-        # mostly towards the answer's end.
-        toward = (directions or {}).get(e.step.type)
-        forward = w * (config.against_direction if toward == "src" else 1.0)
-        backward = w * (config.against_direction if toward == "dst" else 1.0)
-        rows += [a, b]
-        cols += [b, a]
-        vals += [forward, backward]
-    n = len(nodes)
-    matrix = sp.csr_matrix((vals, (rows, cols)), shape=(n, n), dtype=np.float64)
-    restart = np.zeros(n)
-    for key, w in seeds.items():
-        if key in index:
-            restart[index[key]] = w
-    rank = personalized_pagerank(transition(matrix), restart, damping=config.damping, iterations=config.iterations)
-    return {key: float(rank[i]) for key, i in index.items()}
+@dataclass(slots=True)
+class _Subgraph:
+    """The reached nodes and their relationships, read once for both PageRank and evidence paths."""
+
+    keys: list[str]
+    index: dict[str, int]
+    transitions: sp.csr_matrix  # PageRank's weighted adjacency (each way as the question reads it)
+    cost: sp.csr_matrix  # step costs for evidence paths: the inverse of a relationship's weight
+    steps: dict[tuple[int, int], Step]  # the cheapest relationship between two nodes, either way
+
+    @classmethod
+    def build(cls, nodes: list[str], edges: list[Edge], weights: dict[str, float], directions: dict[str, str],
+              factors: dict[tuple[str, str, str], float] | None, config: WalkConfig) -> _Subgraph:
+        index = {key: i for i, key in enumerate(nodes)}
+        rows, cols, vals = [], [], []
+        cheapest: dict[tuple[int, int], tuple[float, Step]] = {}
+        seen: set[tuple[str, str, str]] = set()
+        for e in edges:
+            step = e.step
+            ident = (step.src, step.type, step.dst)
+            a, b = index.get(step.src), index.get(step.dst)
+            if ident in seen or a is None or b is None:
+                continue
+            seen.add(ident)
+            base = weights.get(step.type)
+            w = (config.unknown_type_weight if base is None else base) * (factors.get(ident, 1.0) if factors else 1.0)
+            # A relationship read with a direction ("which services depend on auth") is walked
+            # mostly towards the answer's end.
+            toward = directions.get(step.type)
+            rows += [a, b]
+            cols += [b, a]
+            vals += [w * (config.against_direction if toward == "src" else 1.0),
+                     w * (config.against_direction if toward == "dst" else 1.0)]
+            cost = 1.0 / max(0.5 if base is None else base, 1e-6)
+            pair = (a, b) if a < b else (b, a)
+            if pair not in cheapest or cost < cheapest[pair][0]:
+                cheapest[pair] = (cost, step)
+        n = len(nodes)
+        transitions = sp.csr_matrix((vals, (rows, cols)), shape=(n, n), dtype=np.float64)
+        pairs = list(cheapest)
+        ends = np.asarray(pairs, dtype=np.int64).reshape(len(pairs), 2)
+        costs = np.fromiter((cheapest[p][0] for p in pairs), dtype=np.float64, count=len(pairs))
+        cost = sp.csr_matrix((np.concatenate([costs, costs]),
+                              (np.concatenate([ends[:, 0], ends[:, 1]]), np.concatenate([ends[:, 1], ends[:, 0]]))),
+                             shape=(n, n))
+        steps = {p: cheapest[p][1] for p in pairs}
+        return cls(nodes, index, transitions, cost, steps)
+
+    def pagerank(self, seeds: dict[str, float], config: WalkConfig) -> dict[str, float]:
+        """PageRank over the reached subgraph; each relationship weighs as the question reads it."""
+        restart = np.zeros(len(self.keys))
+        for key, w in seeds.items():
+            if key in self.index:
+                restart[self.index[key]] = w
+        rank = personalized_pagerank(transition(self.transitions), restart, damping=config.damping,
+                                     iterations=config.iterations)
+        return {key: float(rank[i]) for key, i in self.index.items()}
+
+    def cheapest_paths(self, start: dict[str, float], targets: list[str]) -> dict[str, Path]:
+        """The cheapest path from any seed (``start``: seed -> cost of starting there) to each target."""
+        from scipy.sparse.csgraph import dijkstra
+
+        n = len(self.keys)
+        sources = [(self.index[key], cost) for key, cost in start.items() if key in self.index]
+        if not sources or not n:
+            return {}
+        # One virtual source before the seeds carries their starting costs (a zero would be no edge).
+        extra = sp.csr_matrix(([max(c, 1e-9) for _, c in sources], ([n] * len(sources), [i for i, _ in sources])),
+                              shape=(n + 1, n + 1))
+        graph = sp.bmat([[self.cost, None], [None, sp.csr_matrix((1, 1))]], format="csr") + extra
+        _dist, pred = dijkstra(graph, directed=True, indices=n, return_predecessors=True)
+        out: dict[str, Path] = {}
+        for key in targets:
+            t = self.index.get(key)
+            if t is None or pred[t] < 0:
+                continue
+            nodes, steps = [t], []
+            while pred[nodes[-1]] != n and pred[nodes[-1]] >= 0:
+                prev = int(pred[nodes[-1]])
+                steps.append(self.steps[(prev, nodes[-1]) if prev < nodes[-1] else (nodes[-1], prev)])
+                nodes.append(prev)
+            out[key] = Path(tuple(self.keys[i] for i in reversed(nodes)), tuple(reversed(steps)))
+        return out
 
 
 def edge_weights(q: Question, config: WalkConfig | None = None) -> dict[str, float]:
@@ -191,36 +243,6 @@ def _latest_change_factors(edges: list[Edge], cat: Catalog, config: WalkConfig) 
             newest[e.step.dst] = (when, ident)
     latest = {ident for _, ident in newest.values()}
     return {ident: config.latest_change_boost if ident in latest else config.older_change_factor for ident in changes}
-
-
-def _cheapest_paths(edges: list[Edge], start: dict[str, float], weights: dict[str, float],
-                    targets: set[str] | None = None) -> dict[str, tuple[str, Step] | None]:
-    """Dijkstra from several sources over ``edges`` (both directions): node -> (previous node, step).
-    Stops once every node of ``targets`` is settled."""
-    adjacency: dict[str, list[tuple[str, Step, float]]] = {}
-    for e in edges:
-        cost = 1.0 / max(weights.get(e.step.type, 0.5), 1e-6)
-        adjacency.setdefault(e.step.src, []).append((e.step.dst, e.step, cost))
-        adjacency.setdefault(e.step.dst, []).append((e.step.src, e.step, cost))
-    dist = dict(start)
-    prev: dict[str, tuple[str, Step] | None] = {key: None for key in start}
-    heap = [(cost, key) for key, cost in sorted(start.items())]
-    heapq.heapify(heap)
-    waiting = set(targets) if targets is not None else None
-    while heap:
-        cost, key = heapq.heappop(heap)
-        if cost > dist.get(key, float("inf")):
-            continue
-        if waiting is not None:
-            waiting.discard(key)
-            if not waiting:
-                break
-        for other, step, step_cost in adjacency.get(key, ()):
-            new = cost + step_cost
-            if new < dist.get(other, float("inf")) - 1e-12:
-                dist[other], prev[other] = new, (key, step)
-                heapq.heappush(heap, (new, other))
-    return prev
 
 
 def _path_to(key: str, parent: dict[str, tuple[str, Step] | None]) -> Path:
