@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 
 DEFAULT_ROOT = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
 NAMES = ("2wiki", "musique", "hotpotqa")
+SPLITS = ("all", "dev", "test")
 EXTRACTOR_VERSION = "1"
 # The OpenIE output lists entity names without types; they all get this one.
 GENERIC_ENTITY_TYPE = "concept"
@@ -122,6 +123,19 @@ def assign_ids(items: Iterable[tuple[str, str]]) -> list[Passage]:
         seen.add(pid)
         out.append(Passage(pid, title, text))
     return out
+
+
+def split_of(question_id: str) -> str:
+    """``dev`` or ``test``: the half of a sample a question belongs to, by a hash of its id (fixed
+    before any result is seen; fusion trains on MuSiQue's dev half and the gate reads its test half)."""
+    return "dev" if hashlib.sha256(question_id.encode()).digest()[0] % 2 == 0 else "test"
+
+
+def split_questions(questions: Iterable[dict[str, Any]], part: str) -> list[dict[str, Any]]:
+    """The questions of ``part`` (``all``, ``dev`` or ``test``; see :func:`split_of`)."""
+    if part not in SPLITS:
+        raise ValueError(f"unknown split {part!r}: choose one of {', '.join(SPLITS)}")
+    return [q for q in questions if part == "all" or split_of(q["id"]) == part]
 
 
 # --- loaders ------------------------------------------------------------------------------------

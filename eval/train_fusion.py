@@ -1,16 +1,18 @@
 """Train the learned fusion (``graphmem/retrieval/learned.py``) on development sets only.
 
-``python -m eval.train_fusion [--out graphmem/retrieval/models/fusion-v3.json]``
+``python -m eval.train_fusion [--out graphmem/retrieval/models/fusion-v4.json]``
 
 Development sets: the real-code repositories of the ``dev`` split (``eval/realcode``, built and
 ingested first with ``python -m eval.realcode build`` / ``run``), a synthetic organisation with
-another seed and size than the regression gate's, and the HotpotQA passage sample. The test split,
-the gate's organisation, MuSiQue and 2WikiMultiHopQA are never read here.
+another seed and size than the regression gate's, the HotpotQA passage sample and the dev half of
+the MuSiQue sample (``eval.datasets.split_of``). The real-code test split, the gate's
+organisation, MuSiQue's test half and 2WikiMultiHopQA are never read here.
 
 For every question, the candidates of the ``hybrid`` recipe are collected with their features;
 the model is a linear ranker fitted with RankNet's pairwise logistic loss (each gold candidate
 against each non-gold candidate of the same question, every question weighing the same) and an
-L2 penalty, on standardised features.
+L2 penalty, on standardised features; one ranker per retrieval path (the organisation walk, the
+passage entity layer) unless ``--pooled``.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from graphmem.model import key_contains
 from graphmem.retrieval.config import preset
 from graphmem.retrieval.learned import PATHS, FusionModel, LinearRanker, feature_names, matrix
 
-OUT = Path(__file__).resolve().parents[1] / "graphmem" / "retrieval" / "models" / "fusion-v3.json"
+OUT = Path(__file__).resolve().parents[1] / "graphmem" / "retrieval" / "models" / "fusion-v4.json"
 L2 = 1.0
 SYNTHETIC_SEED, SYNTHETIC_SIZE, SYNTHETIC_NOW = 1, "default", "2026-06-01"
 
@@ -89,6 +91,16 @@ def hotpot_dev(work: Path) -> Iterator[tuple[str, Graphmem, list[dict[str, Any]]
     yield "hotpotqa", gm, ds.questions, None
 
 
+def musique_dev(work: Path) -> Iterator[tuple[str, Graphmem, list[dict[str, Any]], Any]]:
+    """The dev half of the MuSiQue sample (``eval.datasets.split_of``) over its rule graph."""
+    from eval import datasets as public
+
+    ds = public.load("musique", public.DEFAULT_ROOT)
+    gm = Graphmem.open("musique-rules", home=work / "home")
+    public.import_corpus(gm, ds, graph="rules", root=public.DEFAULT_ROOT)
+    yield "musique-dev", gm, public.split_questions(ds.questions, "dev"), None
+
+
 def fit(groups: list[tuple[np.ndarray, np.ndarray]], l2: float = L2) -> LinearRanker:
     """Standardise, then minimise the pairwise logistic loss (mean over questions) plus ``l2 |w|^2``."""
     allx = np.vstack([x for x, _ in groups]).astype(np.float64)
@@ -120,10 +132,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m eval.train_fusion")
     parser.add_argument("--out", default=str(OUT))
     parser.add_argument("--home", default=None, help="graphmem home of the real-code repositories")
-    parser.add_argument("--sets", default="realcode,synthetic,hotpotqa")
+    parser.add_argument("--sets", default="realcode,synthetic,hotpotqa,musique")
     parser.add_argument("--l2", type=float, default=L2)
-    parser.add_argument("--per-path", action="store_true",
-                        help="one ranker per retrieval path instead of one pooled ranker (the walk's serves both)")
+    parser.add_argument("--pooled", action="store_true",
+                        help="one ranker for both retrieval paths instead of one per path")
     args = parser.parse_args(argv)
     from eval.realcode import build as builder
 
@@ -141,6 +153,8 @@ def main(argv: list[str] | None = None) -> int:
         sources.append(synthetic_dev(work))
     if "hotpotqa" in sets:
         sources.append(hotpot_dev(work))
+    if "musique" in sets:
+        sources.append(musique_dev(work))
     for source in sources:
         for name, gm, qs, now in source:
             started = time.perf_counter()
@@ -152,14 +166,15 @@ def main(argv: list[str] | None = None) -> int:
             counts[name] = len(rows)
             _log(f"{name}: {len(rows)} of {len(qs)} questions teach ({time.perf_counter() - started:.0f} s)")
     rankers = {}
-    for path in PATHS if args.per_path else ("walk",):
-        part = [(x, y) for x, y, p in groups if p == path or not args.per_path]
+    per_path = not args.pooled
+    for path in PATHS if per_path else ("walk",):
+        part = [(x, y) for x, y, p in groups if p == path or not per_path]
         if part:
             rankers[path] = fit(part, args.l2)
             _log(f"{path}: {len(part)} questions")
     model = FusionModel(Path(args.out).stem, tuple(feature_names()), rankers,
                         {"trained_on": counts, "loss": "pairwise logistic (RankNet)", "l2": args.l2,
-                         "pooled": not args.per_path})
+                         "pooled": not per_path})
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     model.save(args.out)
     _log(f"wrote {args.out}: {len(groups)} questions")

@@ -603,6 +603,9 @@ def _eval_source() -> None:
               help="Named dataset: the entity graph over its passages (openie: MuSiQue's GPT-3.5 triples).")
 @click.option("--data", "data_root", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
               help="Named dataset: the folder holding the public sets (default: ../shared/datasets).")
+@click.option("--split", "split", type=click.Choice(["all", "dev", "test"]), default="all", show_default=True,
+              help="Named dataset: score only this half of its questions (by a hash of the question id; "
+                   "fusion trains on MuSiQue's dev half).")
 @click.option("--modes", default="bm25,vector,graph,hybrid,hybrid-rerank", show_default=True,
               help="Comma-separated modes to score.")
 @click.option("-k", "k", type=click.IntRange(1, 100), default=10, show_default=True)
@@ -616,8 +619,8 @@ def _eval_source() -> None:
               help="Write report.json (every metric, breakdowns, intervals), report.md and plots here.")
 @json_option
 @pass_context
-def eval_run(ctx: Context, dataset: str, corpus: Path | None, graph: str, data_root: Path | None, modes: str,
-             k: int, now: str | None, config_file: Path | None, baselines: bool, out: Path | None,
+def eval_run(ctx: Context, dataset: str, corpus: Path | None, graph: str, data_root: Path | None, split: str,
+             modes: str, k: int, now: str | None, config_file: Path | None, baselines: bool, out: Path | None,
              as_json: bool) -> None:
     """Run every mode (and the plain baselines) over the questions and report Recall@2/5/10, MRR,
     nDCG@10 and latency."""
@@ -636,12 +639,15 @@ def eval_run(ctx: Context, dataset: str, corpus: Path | None, graph: str, data_r
     named = dataset in public.NAMES and not Path(dataset).is_file()
     if not named and not Path(dataset).is_file():
         raise GraphmemError(f"--dataset {dataset!r} is neither a questions file nor one of {', '.join(public.NAMES)}")
+    if not named and split != "all":
+        raise GraphmemError(f"--split is for the named datasets ({', '.join(public.NAMES)})")
     if named:
         try:
             ds = public.load(dataset, data_root or public.DEFAULT_ROOT)
         except (OSError, ValueError) as exc:
             raise GraphmemError(f"cannot load {dataset}: {exc}") from None
-        questions, label = ds.questions, dataset
+        questions = public.split_questions(ds.questions, split)
+        label = dataset if split == "all" else f"{dataset} ({split})"
         # One project per dataset and graph, so two graphs are never mixed in one project.
         project = ctx.settings.project or f"{dataset}-{graph}"
     else:

@@ -145,3 +145,11 @@ def test_commands_find_the_home_and_project_from_any_folder_inside_the_repositor
     status = json.loads(graphmem("status", "--json", cwd=inside, env=env).stdout)
     assert status["project"] == "acme"
     assert json.loads(graphmem("status", "--json", cwd=other, env=env).stdout)["project"] == "other"
+
+
+def test_a_split_is_for_the_named_datasets_only(tmp_path: Path) -> None:
+    questions = tmp_path / "q.jsonl"
+    questions.write_text(json.dumps({"id": "1", "question": "what parses dates?", "gold": ["sym:a"]}) + "\n")
+    out = graphmem("--home", str(tmp_path / "home"), "eval", "run", "--dataset", str(questions), "--split", "test")
+    assert out.returncode != 0 and "--split is for the named datasets" in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1  # one line, no traceback

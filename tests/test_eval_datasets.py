@@ -17,6 +17,8 @@ from eval.datasets import (
     load,
     main,
     slug,
+    split_of,
+    split_questions,
     write_questions,
 )
 from eval.runner import load_questions
@@ -95,6 +97,18 @@ def test_ids_are_stable_and_readable(datasets: dict[str, Dataset]) -> None:
     forward = {p.text: p.id for p in assign_ids(pairs)}
     backward = {p.text: p.id for p in assign_ids(reversed(pairs))}
     assert forward == backward and forward["x"] == "alu" and len(set(forward.values())) == 3
+
+
+def test_halves_split_each_sample_once_and_for_all(datasets: dict[str, Dataset]) -> None:
+    qs = datasets["musique"].questions
+    dev, test = split_questions(qs, "dev"), split_questions(qs, "test")
+    assert len(dev) + len(test) == len(qs) and not {q["id"] for q in dev} & {q["id"] for q in test}
+    # The halves may never move: fusion trained on this dev half, so a new rule would leak it into test.
+    assert len(dev) == 52
+    assert [q["id"] for q in dev] == [q["id"] for q in qs if split_of(q["id"]) == "dev"]
+    assert split_questions(qs, "all") == list(qs)
+    with pytest.raises(ValueError, match="unknown split"):
+        split_questions(qs, "train")
 
 
 def test_write_questions_round_trips(datasets: dict[str, Dataset], tmp_path: Path) -> None:
