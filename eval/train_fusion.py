@@ -11,8 +11,8 @@ organisation, MuSiQue's test half and 2WikiMultiHopQA are never read here.
 For every question, the candidates of the ``hybrid`` recipe are collected with their features;
 the model is a linear ranker fitted with RankNet's pairwise logistic loss (each gold candidate
 against each non-gold candidate of the same question, every question weighing the same) and an
-L2 penalty, on standardised features; one ranker per retrieval path (the organisation walk, the
-passage entity layer) unless ``--pooled``.
+L2 penalty, on standardised features. The ``walk`` ranker learns from every question; unless
+``--pooled``, questions ranked over the passage entity layer also get a ``layer`` ranker of their own.
 """
 
 from __future__ import annotations
@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sets", default="realcode,synthetic,hotpotqa,musique")
     parser.add_argument("--l2", type=float, default=L2)
     parser.add_argument("--pooled", action="store_true",
-                        help="one ranker for both retrieval paths instead of one per path")
+                        help="one ranker for both retrieval paths (no separate entity-layer ranker)")
     args = parser.parse_args(argv)
     from eval.realcode import build as builder
 
@@ -167,8 +167,10 @@ def main(argv: list[str] | None = None) -> int:
             _log(f"{name}: {len(rows)} of {len(qs)} questions teach ({time.perf_counter() - started:.0f} s)")
     rankers = {}
     per_path = not args.pooled
+    # The walk's ranker learns from every set (it also serves passage questions that link no
+    # entity); the entity layer's, when there is one, from the passage questions alone.
     for path in PATHS if per_path else ("walk",):
-        part = [(x, y) for x, y, p in groups if p == path or not per_path]
+        part = [(x, y) for x, y, p in groups if path == "walk" or p == path]
         if part:
             rankers[path] = fit(part, args.l2)
             _log(f"{path}: {len(part)} questions")
