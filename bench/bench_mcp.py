@@ -7,9 +7,12 @@ session of its own issuing questions one after another:
 - idle: the clients alone;
 - during an ingest: the same while one client asks the server to ingest a copy of the repository
   with a commit of ``--extra-files`` new modules (parsing, writing and embedding them); only the
-  searches that start while the ingest runs are counted.
+  searches that start while the ingest runs are counted;
+- during another process's ingest: the same while ``graphmem ingest`` runs in a process of its
+  own on the same home (as the git hooks do) with one more commit of new modules; then how long
+  after that process ends ``search`` first finds one of the new functions.
 
-Prints p50 / p95 / max latency and throughput per phase, and the ingest's duration. With
+Prints p50 / p95 / max latency, errors and throughput per phase, and the ingest's duration. With
 ``--one-lock`` the server runs every tool call under one process-wide lock, as it once did: the
 same machine's baseline for the concurrent design.
 
@@ -79,19 +82,19 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def add_modules(repo: Path, count: int) -> None:
+def add_modules(repo: Path, count: int, prefix: str = "reconcile") -> None:
     """Commit ``count`` new modules of documented functions (work for parsing and embedding)."""
-    pkg = repo / "services" / "bench_extra"
+    pkg = repo / "services" / f"bench_{prefix}"
     pkg.mkdir(parents=True, exist_ok=True)
     for i in range(count):
         (pkg / f"module_{i}.py").write_text("".join(
-            f"def reconcile_batch_{i}_{j}(entries, ledger):\n"
+            f"def {prefix}_batch_{i}_{j}(entries, ledger):\n"
             f'    """Reconcile batch {j} of module {i}: match ledger entries against invoices, flag '
             f'mismatches and record the settlement for the payments team."""\n'
             f"    total = sum(e.amount for e in entries)\n"
             f"    return ledger.settle(total, batch={j})\n\n\n" for j in range(6)))
     git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", f"Add {count} reconciliation modules")
+    git(repo, "commit", "-q", "-m", f"Add {count} {prefix} modules")
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -151,6 +154,42 @@ async def ingest_phase(url: str, questions: list[str], clients: int, mode: str, 
     return out
 
 
+async def external_phase(url: str, questions: list[str], clients: int, mode: str, home: Path, path: Path,
+                         marker: str) -> dict[str, Any]:
+    """Searches while ``graphmem ingest`` runs in another process; then the seconds until ``search``
+    finds ``marker`` (a function that ingest adds)."""
+    samples: list[tuple[float, float]] = []
+    stop = asyncio.Event()
+    window: dict[str, float] = {}
+
+    async def ingest() -> None:
+        window["start"] = time.perf_counter()
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "graphmem.cli", "--home", str(home), "--project", "acme", "ingest", str(path),
+            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE, env=env())
+        _, err = await proc.communicate()
+        window["end"] = time.perf_counter()
+        stop.set()
+        if proc.returncode != 0:
+            raise RuntimeError(err.decode()[-2000:])
+
+    loops = [client_loop(url, questions, 0, mode, c * 7, samples, stop) for c in range(clients)]
+    await asyncio.gather(ingest(), *loops)
+    during = [s for started, s in samples if window["start"] <= started <= window["end"]]
+    out = summary(f"during another process's ingest, {clients} clients", during or [0.0],
+                  window["end"] - window["start"])
+    out["ingest_s"] = round(window["end"] - window["start"], 2)
+    async with Client(url, read_timeout_seconds=600) as client:
+        while True:
+            result = await client.call_tool("search", {"question": marker, "k": 5, "mode": mode})
+            found = not result.is_error and marker in result.content[0].text
+            if found or time.perf_counter() - window["end"] > 60:
+                break
+            await asyncio.sleep(0.2)
+    out["new_symbol_found_after_s"] = round(time.perf_counter() - window["end"], 2) if found else None
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--clients", type=int, default=20)
@@ -192,6 +231,10 @@ def main() -> None:
             results = [asyncio.run(idle_phase(url, questions, 1, args.rounds * 2, args.mode)),
                        asyncio.run(idle_phase(url, questions, args.clients, args.rounds, args.mode)),
                        asyncio.run(ingest_phase(url, questions, args.clients, args.mode, copy))]
+            if not args.one_lock:
+                add_modules(copy, args.extra_files, prefix="settle")
+                results.append(asyncio.run(external_phase(url, questions, args.clients, args.mode, home, copy,
+                                                          "settle_batch_0_0")))
         finally:
             server.terminate()
             server.wait(timeout=30)
