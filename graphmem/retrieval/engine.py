@@ -260,8 +260,8 @@ class Retriever:
             t = time.perf_counter()
             seeds = _interleave([cands.rankings.get("bm25", []), cands.rankings.get("vector", [])],
                                 depth.lexical_seeds)
-            result = self.graph_for(spec).retrieve(question, lexical_seeds=seeds, k=depth.node_candidates * 2, as_of=as_of,
-                                         query_vec=cands.query_vec)
+            result = self.graph_for(spec).retrieve(question, lexical_seeds=seeds, k=depth.node_candidates * 2,
+                                                   as_of=as_of, query_vec=cands.query_vec)
             hits = [h for h in result.hits if keep(h.key, None)]
             if as_of is not None:  # a node the question names is a seed even where it did not exist yet
                 held = {key for key, node in self.store.get_nodes({h.key for h in hits}).items() if node.valid_at(as_of)}
