@@ -40,7 +40,6 @@ from pydantic import Field
 
 from graphmem.errors import GraphmemError, ModelError
 from graphmem.memory import (
-    _tool,
     annotations,
     conventions,
     decision_in_force,
@@ -1361,38 +1360,40 @@ class ContextTools:
 
 def register_context_tools(server: Any, service: Any) -> ContextTools:
     """Add the session-context tools and the ``graphmem://memory/task`` resource to ``server``."""
+    from graphmem.mcp_server import add_tool
+
     tools = ContextTools(service)
     read = annotations(read_only=True, idempotent=True)
-    _tool(server, tools.get_recent_commits,
+    add_tool(server, tools.get_recent_commits,
           "The last N commits of the current branch (optionally touching a path, in a service or by a person), "
           "newest first, each with the symbols it changed, the files, and the decisions, incidents and tickets it "
           "references; commits newer than the last ingest are read from git.", read)
-    _tool(server, tools.get_current_diff,
+    add_tool(server, tools.get_current_diff,
           "The working tree's staged, unstaged and untracked changes mapped onto symbols by line ranges; for each "
           "symbol its callers, owners, tests that reference it, decisions in force and incidents that touched it.",
           read)
-    _tool(server, tools.set_task_context,
+    add_tool(server, tools.set_task_context,
           "Set the task of this project and branch (kept across processes and sessions; the previous task goes "
           "into the history).", annotations(read_only=False, idempotent=True))
-    _tool(server, tools.get_task_context, "The task of this project and branch (history: the earlier ones).", read)
-    _tool(server, tools.search_commits,
+    add_tool(server, tools.get_task_context, "The task of this project and branch (history: the earlier ones).", read)
+    add_tool(server, tools.search_commits,
           "Search commit messages only (the retrieval modes of search restricted to commits), plus commits not "
           "ingested yet that share the query's words.", read)
-    _tool(server, tools.load_context,
+    add_tool(server, tools.load_context,
           "Start a session: a Markdown briefing within budget_tokens (counted with a real tokenizer) - the task, "
           "commits since this branch's last briefing, graph freshness and git hooks, the owners, decisions in force "
           "and incidents of the code in the task and the working tree, conventions and memories - saying what was "
           "left out. Records HEAD as seen (mark_seen).", annotations(read_only=False, idempotent=False))
-    _tool(server, tools.save_context,
+    add_tool(server, tools.save_context,
           "End a session: record the task's state and a note, ingest the repository's changes, close the task's "
           "paths (those touched since the task started are verified against the graph and their file summaries "
           "refreshed; closure says which were updated) and write what was learned as memories.",
           annotations(read_only=False, idempotent=False))
-    _tool(server, tools.verify,
+    add_tool(server, tools.verify,
           "Check the graph against the working tree: a verdict per file - match, changed (the file differs from "
           "what was ingested), missing (ingested, no longer there) or new (not ingested yet) - with counts. Fast "
           "(files are stat-ed; only those whose size or times changed are read).", read)
-    _tool(server, tools.get_file_summary,
+    add_tool(server, tools.get_file_summary,
           "A file's summary: deterministic from its module docstring and top-level symbols (an LLM's when "
           "one is configured), kept per content hash and written anew when the file changed; stale says the "
           "working tree holds another version than the one summarised.",

@@ -1153,13 +1153,6 @@ def incident_row(node: Node) -> dict[str, Any]:
             "agent_written": bool(p.get("agent_written"))}
 
 
-def _tool(server: Any, fn: Callable[..., dict[str, Any]], description: str, annotations: Any) -> None:
-    """Register ``fn`` as a tool, as the server's own tools are."""
-    from graphmem.mcp_server import add_tool
-
-    add_tool(server, fn, description, annotations)
-
-
 def annotations(*, read_only: bool, idempotent: bool) -> Any:
     """Tool annotations: nothing graphmem's agent tools do deletes (destructiveHint false)."""
     from mcp.types import ToolAnnotations
@@ -1170,27 +1163,29 @@ def annotations(*, read_only: bool, idempotent: bool) -> Any:
 
 def register_memory_tools(server: Any, service: Any) -> MemoryTools:
     """Add the memory tools and the ``graphmem://memory/*`` resources (but ``task``) to ``server``."""
+    from graphmem.mcp_server import add_tool
+
     tools = MemoryTools(service)
     write = annotations(read_only=False, idempotent=False)
-    _tool(server, tools.update_memory,
+    add_tool(server, tools.update_memory,
           "Remember something for later sessions and other agents: a fact, decision, convention, preference or "
           "lesson under a key. Writing the key again supersedes the version in force (the history is kept). "
           "Decisions, repository text and tool output wait for a person's approval (status pending) and are not "
           "searchable until then. Secrets are redacted. Returns the key, version, status and linked keys.",
           write)
-    _tool(server, tools.invalidate_memory,
+    add_tool(server, tools.invalidate_memory,
           "Close a memory that no longer holds, with the reason: it stops appearing in answers; its history "
           "(every version, validity, reason) stays readable with get_memory_provenance. Nothing is deleted.",
           annotations(read_only=False, idempotent=True))
-    _tool(server, tools.get_memory_provenance,
+    add_tool(server, tools.get_memory_provenance,
           "Every version of a memory, oldest first: value, kind, status (pending, approved, superseded, "
           "invalidated, rejected, withdrawn), validity, source, session, agent, confidence, who approved it, "
           "the reason it was closed, and the keys it names.", annotations(read_only=True, idempotent=True))
-    _tool(server, tools.search_memory,
+    add_tool(server, tools.search_memory,
           "List memories in force (best match to query first), optionally only of some kinds or about some keys; "
           "include_pending adds versions waiting for review, include_closed invalidated and rejected ones. "
           "(search also finds memories in force, with everything else.)", annotations(read_only=True, idempotent=True))
-    _tool(server, tools.ingest_incident,
+    add_tool(server, tools.ingest_incident,
           "Record an incident that exists in no file (marked agent_written), with its severity and lessons; each "
           "lesson becomes a memory of kind lesson. Linked to the services, symbols and people its text names.",
           annotations(read_only=False, idempotent=True))

@@ -128,7 +128,7 @@ class EntityLayer:
             return False
         last = path.steps[-1]
         return (last.src, last.type, last.dst) in self.about and any(
-            not self.entity[self.index[key]] for key in path.nodes[:-1] if key in self.index)
+            not self.entity[self.index[key]] for key in path.nodes[:-1])
 
     def rank(self, seeds: dict[str, float]) -> np.ndarray:
         """Personalised PageRank from ``seeds`` (key -> weight) over the whole layer."""
