@@ -59,6 +59,7 @@ from graphmem.stores.base import Keep
 if TYPE_CHECKING:
     import click
 
+    from graphmem.lifecycle import LifecyclePolicy
     from extractors.text import Vocabulary
     from graphmem.stores.base import GraphStore
 
@@ -107,6 +108,14 @@ class Status(str, Enum):
     SUPERSEDED = "superseded"  # a later version replaced it
     INVALIDATED = "invalidated"  # closed with a reason
     WITHDRAWN = "withdrawn"  # a pending version closed before review
+    EXPIRED = "expired"  # its kind's time to live ran out (graphmem.lifecycle)
+    CONSOLIDATED = "consolidated"  # merged into another memory (``consolidated_into``)
+    CONTRADICTED = "contradicted"  # a newer memory on the same subject says otherwise (``contradicted_by``)
+
+
+# Statuses of a memory closed with a reason (shown as ``untrusted_reason``).
+CLOSED_WITH_REASON = frozenset({Status.INVALIDATED, Status.REJECTED, Status.WITHDRAWN, Status.EXPIRED,
+                                Status.CONSOLIDATED, Status.CONTRADICTED})
 
 
 class PendingReason(str, Enum):
@@ -205,6 +214,14 @@ def _text(value: str, what: str, limit: int) -> tuple[str, int]:
     if len(value) > limit:
         raise ModelError(f"{what} has {len(value):,} characters; at most {limit:,} are accepted")
     return redact(value)
+
+
+def _subject(subject: str | None) -> str | None:
+    """A keyed fact's subject, compared case-insensitively (``billing/retry-limit``)."""
+    text = _label(subject, "subject")
+    if text and redact(text)[1]:
+        raise ModelError("the subject looks like it holds a secret; choose a plain name")
+    return text.lower() if text else None
 
 
 def _kind(kind: str | MemoryKind) -> MemoryKind:
@@ -333,6 +350,8 @@ class MemoryVersion:
     redactions: int = 0
     valid_from: str | None = None
     valid_to: str | None = None
+    subject: str | None = None  # a keyed fact's subject: a newer value for it contradicts this one
+    replaces: str | None = None  # memory:<key> this one explicitly replaces
 
     @property
     def name(self) -> str:
@@ -347,6 +366,7 @@ class MemoryVersion:
             "approved_by": self.approved_by, "approved_at": self.approved_at, "reviewed_by": self.reviewed_by,
             "reason": self.reason, "pending_reasons": list(self.pending), "about": list(self.about),
             "mentions": list(self.mentions), "redactions": self.redactions, "agent_written": True,
+            "subject": self.subject, "replaces": self.replaces,
         }
 
     @classmethod
@@ -363,7 +383,8 @@ class MemoryVersion:
             reason=_opt(p.get("reason")),
             pending=[str(x) for x in p.get("pending_reasons") or []], about=[str(x) for x in p.get("about") or []],
             mentions=[str(x) for x in p.get("mentions") or []], redactions=int(p.get("redactions") or 0),
-            valid_from=node.valid_from, valid_to=node.valid_to,
+            valid_from=node.valid_from, valid_to=node.valid_to, subject=_opt(p.get("subject")),
+            replaces=_opt(p.get("replaces")),
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -378,6 +399,7 @@ class MemoryVersion:
             "mentions": self.mentions, "about": self.about, "redactions": self.redactions, "agent_written": True,
             "untrusted_value": self.value, "untrusted_source": self.source, "untrusted_session": self.session,
             "untrusted_agent": self.agent, "untrusted_reason": self.reason,
+            "untrusted_subject": self.subject, "replaces": self.replaces,
         }
 
 
@@ -398,11 +420,22 @@ class MemoryWrite:
     mentions: list[str] = field(default_factory=list)
     redactions: int = 0
     note: str = ""
+    observations: int | None = None  # set when the write was a near-duplicate of ``key`` (graphmem.lifecycle)
+    contradicted: list[str] = field(default_factory=list)  # citations (memory:<key>@v<N>) this write closed
+
+    @property
+    def deduplicated(self) -> bool:
+        return self.observations is not None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"key": self.key, "status": self.status, "version": self.version, "changed": self.changed,
-                "pending_reasons": [PendingReason(r).message for r in self.pending_reasons],
-                "mentions": self.mentions, "redactions": self.redactions, "note": self.note}
+        out = {"key": self.key, "status": self.status, "version": self.version, "changed": self.changed,
+               "pending_reasons": [PendingReason(r).message for r in self.pending_reasons],
+               "mentions": self.mentions, "redactions": self.redactions, "note": self.note}
+        if self.deduplicated:
+            out.update(deduplicated=True, observations=self.observations)
+        if self.contradicted:
+            out["contradicted"] = list(self.contradicted)
+        return out
 
 
 def _prov(source_path: str, confidence: float = 1.0) -> Provenance:
@@ -476,8 +509,55 @@ def _update_main(store: GraphStore, main: Node, props: dict[str, Any], *, at: st
     store.upsert([node], at=at)
 
 
-def _promote(store: GraphStore, main: Node | None, rec: MemoryVersion, *, at: str, versions: int) -> list[str]:
-    """Make ``rec`` the version in force: the one in force before is closed as superseded."""
+def _close_memory(store: GraphStore, main: Node, why: str, status: Status, *, at: str,
+                  props: dict[str, Any] | None = None) -> MemoryVersion:
+    """Close the version in force of an open memory at ``at`` with ``status`` and ``why`` (kept in
+    its history); its relationships close with it and its chunk leaves the indexes at the next sync."""
+    current = MemoryVersion.from_node(main, key=main.key)
+    current.valid_from = str(main.props.get("version_from") or main.valid_from)
+    current.valid_to, current.status, current.reason = at, status, why
+    _write_version(store, current, at=at)
+    _update_main(store, main, {"status": status.value, "reason": why, **(props or {})}, at=at)
+    store.close_sources([main.key], at=at)
+    return current
+
+
+def cite(key: str, version: int) -> str:
+    """How a memory version is cited: ``memory:<key>@v<N>`` (``get_memory_provenance`` resolves it)."""
+    return version_key(key, version)
+
+
+def _contradict(store: GraphStore, rec: MemoryVersion, *, at: str) -> list[str]:
+    """Close the memories ``rec`` contradicts and flag each pair; returns their citations.
+
+    "Contradicts" is defined by what the writer says, never guessed from wording: ``rec`` names the
+    memory it replaces (``replaces``), or it is a keyed fact (``subject``) and another open memory of
+    the same kind holds a value for the same subject (a near-identical value is a duplicate instead,
+    caught before this). Writing the same key again is a new version, not a contradiction."""
+    targets: list[Node] = []
+    if rec.replaces:
+        node = store.get_node(rec.replaces)
+        if node is not None:
+            targets.append(node)
+    if rec.subject:
+        targets += [n for n in store.iter_nodes([NodeKind.MEMORY]) if not is_version_key(n.key)
+                    and n.props.get("subject") == rec.subject]
+    mine = cite(rec.key, rec.version)
+    closed: list[str] = []
+    for node in targets:
+        if node.key == rec.key or node.valid_to is not None or node.props.get("memory_kind") != rec.kind.value:
+            continue
+        old = cite(node.key, int(node.props.get("version") or 0))
+        how = f"replaced by {mine}" if rec.replaces == node.key else f"contradicted by {mine} (same subject)"
+        _close_memory(store, node, how, Status.CONTRADICTED, at=at, props={"contradicted_by": mine})
+        closed.append(old)
+    return closed
+
+
+def _promote(store: GraphStore, main: Node | None, rec: MemoryVersion, *, at: str,
+             versions: int) -> tuple[list[str], list[str]]:
+    """Make ``rec`` the version in force: the one in force before is closed as superseded, and the
+    memories it contradicts are closed and flagged. Returns (mentions, contradicted citations)."""
     if main is not None and main.valid_to is None:
         current = MemoryVersion.from_node(main, key=rec.key)
         current.valid_from = str(main.props.get("version_from") or main.valid_from or current.created_at)
@@ -491,7 +571,13 @@ def _promote(store: GraphStore, main: Node | None, rec: MemoryVersion, *, at: st
     mentions = _materialise(store, rec.key, rec.name, props, chunk_text(rec), source_path=rec.key,
                             confidence=rec.confidence, mention_text=rec.value, about=rec.about, at=at)
     rec.mentions = mentions
-    return mentions
+    contradicted = _contradict(store, rec, at=at)
+    if contradicted:
+        now_main = store.get_node(rec.key)
+        earlier = [str(x) for x in (now_main.props.get("contradicts") if now_main else None) or []]
+        _update_main(store, now_main, {"contradicts": list(dict.fromkeys(earlier + contradicted))},  # type: ignore[arg-type]
+                     at=at)
+    return mentions, contradicted
 
 
 def _pending_version(store: GraphStore, main: Node | None) -> MemoryVersion | None:
@@ -507,14 +593,25 @@ def _pending_version(store: GraphStore, main: Node | None) -> MemoryVersion | No
 
 def update_memory(store: GraphStore, key: str, value: str, source: str = "agent", kind: str | MemoryKind = "fact",
                   *, session: str | None = None, agent: str | None = None, confidence: float = 1.0,
-                  about: Iterable[str] | None = None, at: str | None = None) -> MemoryWrite:
+                  about: Iterable[str] | None = None, at: str | None = None, subject: str | None = None,
+                  replaces: str | None = None, dedup: bool = True, policy: LifecyclePolicy | None = None
+                  ) -> MemoryWrite:
     """Write a new version of the memory ``key``.
 
     An approved version supersedes the one in force (kept, closed, in the history); a pending one
     waits for review while the version in force stays. Writing the current value again changes
     nothing. ``source``: ``user``, ``agent``, ``repository`` or ``tool``, optionally ``:where``.
     ``about``: keys the memory is about, linked besides those its text names.
+
+    Lifecycle (:mod:`graphmem.lifecycle`): with ``dedup``, a new key whose text is near-identical to
+    a memory in force of the same kind and subject only counts an observation on that memory (the
+    result's ``observations``; nothing new is stored). ``subject`` makes it a keyed fact and
+    ``replaces`` names a memory it replaces: when it comes in force, the open memory of the same
+    kind it replaces, or holding another value for the same subject, is closed as contradicted
+    and the pair is flagged (``contradicts`` / ``contradicted_by``, with version citations).
     """
+    from graphmem import lifecycle
+
     mkey = memory_key(key)
     mkind = _kind(kind)
     text, redactions = _text(value, "the memory's value", MAX_VALUE_CHARS)
@@ -522,10 +619,29 @@ def update_memory(store: GraphStore, key: str, value: str, source: str = "agent"
     session, agent = _label(session, "session"), _label(agent, "agent")
     confidence = _check_confidence(confidence)
     about_keys = _check_about(about)
+    subject = _subject(subject)
+    replaced = memory_key(replaces) if replaces else None
+    if replaced == mkey:
+        raise ModelError("a memory cannot replace itself: write its key again for a new version")
     when = to_iso(at) if at else now_iso()
     reasons = [r.value for r in pending_reasons(mkind, source_type, f"{text}\n{source_text}")]
     with _WRITE_LOCK, store.atomic():
         main = store.get_node(mkey)
+        if replaced is not None:
+            target = store.get_node(replaced)
+            if target is None or target.props.get("memory_kind") != mkind.value:
+                raise ModelError(f"replaces names {replaced[:120]!r}, which is no memory of kind {mkind.value} "
+                                 f"in project {store.project}")
+        if dedup and replaced is None and (main is None or main.valid_to is not None):
+            twin = lifecycle.find_duplicate(store, mkind.value, text, subject=subject, about=about_keys,
+                                            policy=policy)
+            if twin is not None:
+                count = lifecycle.observe(store, twin, source_text, at=when)
+                return MemoryWrite(twin.key, Status.APPROVED.value, int(twin.props.get("version") or 0),
+                                   mentions=[str(m) for m in twin.props.get("mentions") or []],
+                                   redactions=redactions, observations=count,
+                                   note=f"near-identical to {twin.key}: counted as its observation {count}; "
+                                        "no new memory was written")
         waiting = _pending_version(store, main)
         if main is not None and main.valid_to is None and not reasons and main.props.get("value") == text \
                 and main.props.get("memory_kind") == mkind.value:
@@ -538,7 +654,7 @@ def update_memory(store: GraphStore, key: str, value: str, source: str = "agent"
         versions = int(main.props.get("versions") or 0) + 1 if main is not None else 1
         rec = MemoryVersion(mkey, versions, text, mkind, Status.PENDING if reasons else Status.APPROVED, source_text,
                             source_type, when, confidence, session, agent, pending=reasons, about=about_keys,
-                            redactions=redactions)
+                            redactions=redactions, subject=subject, replaces=replaced)
         if waiting is not None:  # the later write replaces a proposal nobody reviewed yet
             waiting.status, waiting.reason = Status.SUPERSEDED, f"replaced by version {versions} before review"
             waiting.valid_from = waiting.valid_to = waiting.created_at
@@ -556,10 +672,11 @@ def update_memory(store: GraphStore, key: str, value: str, source: str = "agent"
                                note="pending: a person approves it with `graphmem memory approve "
                                     f"{rec.name}`; until then search does not return it")
         before = int(main.props.get("version") or 0) if main is not None and main.valid_to is None else None
-        mentions = _promote(store, main, rec, at=when, versions=versions)
+        mentions, contradicted = _promote(store, main, rec, at=when, versions=versions)
     return MemoryWrite(mkey, Status.APPROVED.value, versions, index_stale=True, mentions=mentions,
-                       redactions=redactions,
-                       note=f"version {versions} in force" + (f", superseding version {before}" if before else ""))
+                       redactions=redactions, contradicted=contradicted,
+                       note=f"version {versions} in force" + (f", superseding version {before}" if before else "")
+                       + (f"; closed as contradicted: {', '.join(contradicted)}" if contradicted else ""))
 
 
 def invalidate_memory(store: GraphStore, key: str, reason: str, *, session: str | None = None,
@@ -585,14 +702,8 @@ def invalidate_memory(store: GraphStore, key: str, reason: str, *, session: str 
             waiting.valid_from = waiting.valid_to = waiting.created_at
             _write_version(store, waiting, at=when)
         if in_force:
-            current = MemoryVersion.from_node(main, key=mkey)
-            current.valid_from = str(main.props.get("version_from") or main.valid_from)
-            current.valid_to, current.status, current.reason = when, Status.INVALIDATED, why
-            _write_version(store, current, at=when)
-            props.update(status=Status.INVALIDATED.value, reason=why, invalidated_at=when,
-                         invalidated_by=" / ".join(x for x in (agent, session) if x) or None)
-            _update_main(store, main, props, at=when)
-            store.close_sources([mkey], at=when)  # the node, its relationships; its chunk leaves the indexes
+            props.update(invalidated_at=when, invalidated_by=" / ".join(x for x in (agent, session) if x) or None)
+            _close_memory(store, main, why, Status.INVALIDATED, at=when, props=props)
         else:
             if main.props.get("status") == Status.PENDING.value:
                 props["status"] = Status.WITHDRAWN.value
@@ -630,13 +741,13 @@ def approve(store: GraphStore, key: str, by: str, *, at: str | None = None) -> M
         main, waiting = _waiting_review(store, mkey)
         waiting.approved_by, waiting.approved_at = reviewer, when
         versions = int(main.props.get("versions") or waiting.version)
-        mentions = _promote(store, main, waiting, at=when, versions=versions)
+        mentions, contradicted = _promote(store, main, waiting, at=when, versions=versions)
         # The proposal's record says it was approved; the memory node holds it while it is current.
         waiting.valid_from = waiting.valid_to = waiting.created_at
         waiting.status = Status.APPROVED
         _write_version(store, waiting, at=when)
     return MemoryWrite(mkey, Status.APPROVED.value, waiting.version, index_stale=True, mentions=mentions,
-                       note=f"version {waiting.version} in force, approved by {reviewer}")
+                       note=f"version {waiting.version} in force, approved by {reviewer}", contradicted=contradicted)
 
 
 def reject(store: GraphStore, key: str, reason: str, by: str, *, at: str | None = None) -> MemoryWrite:
@@ -659,12 +770,17 @@ def reject(store: GraphStore, key: str, reason: str, by: str, *, at: str | None 
     return MemoryWrite(mkey, Status.REJECTED.value, waiting.version, note=f"rejected by {reviewer}")
 
 
-def get_memory_provenance(store: GraphStore, key: str) -> dict[str, Any]:
-    """Every version of a memory, oldest first, with its provenance, validity, status and reason."""
+def get_memory_provenance(store: GraphStore, key: str, *, track: bool = False) -> dict[str, Any]:
+    """Every version of a memory, oldest first, with its provenance, validity, status and reason.
+    ``track``: a memory in force counts as used (:func:`graphmem.lifecycle.note_use`)."""
     mkey = memory_key(key)
     main = store.get_node(mkey)
     if main is None:
         raise GraphmemError(f"no memory {mkey[:120]!r} in project {store.project}")
+    if track and main.valid_to is None:
+        from graphmem import lifecycle
+
+        lifecycle.note_use(store, [mkey])
     count = int(main.props.get("versions") or 0)
     nodes = store.get_nodes([version_key(mkey, n) for n in range(1, count + 1)])
     current = int(main.props.get("version") or 0) if main.valid_to is None else None
@@ -682,19 +798,59 @@ def get_memory_provenance(store: GraphStore, key: str) -> dict[str, Any]:
     return {"key": mkey, "status": status, "in_force": main.valid_to is None, "current_version": current,
             "pending_version": main.props.get("pending_version"), "valid_from": main.valid_from,
             "valid_to": main.valid_to, "invalidated_at": main.props.get("invalidated_at"),
-            "untrusted_reason": main.props.get("reason") if status in (Status.INVALIDATED.value,
-                                                                        Status.REJECTED.value,
-                                                                        Status.WITHDRAWN.value) else None,
-            "versions": versions}
+            "untrusted_reason": main.props.get("reason") if status in {s.value for s in CLOSED_WITH_REASON}
+            else None,
+            **lifecycle_fields(main.props), "versions": versions}
+
+
+def lifecycle_fields(props: dict[str, Any]) -> dict[str, Any]:
+    """A memory node's lifecycle record (:mod:`graphmem.lifecycle`) for answers: how often it was
+    observed and used, whether it is pinned, and the citations of what it contradicts or merged."""
+    return {"observations": int(props.get("observations") or 1), "use_count": int(props.get("use_count") or 0),
+            "last_used_at": props.get("last_used_at"), "pinned": bool(props.get("pinned")),
+            "contradicts": [str(x) for x in props.get("contradicts") or []],
+            "contradicted_by": props.get("contradicted_by"), "consolidated_into": props.get("consolidated_into"),
+            "consolidates": [str(x) for x in props.get("consolidates") or []]}
+
+
+def _below_replacements(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``items`` with each memory another one listed replaced (contradicted, consolidated) moved to
+    just after the one that replaced it, so a superseded decision never ranks above its successor."""
+    index = {d["key"]: d for d in items}
+    after: dict[str, list[dict[str, Any]]] = {}
+    top: list[dict[str, Any]] = []
+    for d in items:
+        by = d.get("contradicted_by") or d.get("consolidated_into")
+        by_key = str(by).split(_VERSION_MARK)[0] if by else None
+        (after.setdefault(by_key, []) if by_key in index and by_key != d["key"] else top).append(d)
+    out: list[dict[str, Any]] = []
+
+    def place(d: dict[str, Any]) -> None:
+        out.append(d)
+        for later in after.pop(d["key"], []):
+            place(later)
+
+    for d in top:
+        place(d)
+    for rest in after.values():  # replacement cycles (never written by graphmem) keep their order
+        out += rest
+    return out
 
 
 def list_memories(store: GraphStore, *, kinds: Iterable[str] | None = None, query: str | None = None,
                   include_pending: bool = False, include_closed: bool = False, about: Iterable[str] | None = None,
-                  limit: int = 50) -> list[dict[str, Any]]:
+                  limit: int = 50, now: str | None = None, policy: LifecyclePolicy | None = None,
+                  track: bool = False) -> list[dict[str, Any]]:
     """Memories in force (and, when asked, versions waiting for review and closed memories), best
-    match to ``query`` first, else newest first. ``about``: only memories that mention these keys."""
+    match to ``query`` first, then in force before closed, then by relevance (confidence and
+    observations, decayed since last use: :func:`graphmem.lifecycle.relevance` at ``now``), then
+    newest; a memory another listed one replaced comes right after it. ``about``: only memories
+    that mention these keys. ``track``: the memories in force returned count as used."""
+    from graphmem import lifecycle
     from graphmem.retrieval.tokenize import tokenize
 
+    rules = policy or lifecycle.DEFAULT_POLICY
+    at = to_iso(now) if now else now_iso()
     wanted = {_kind(k) for k in kinds} if kinds else None
     about_keys = set(about or ())
     words = set(tokenize(query)) if query and query.strip() else set()
@@ -724,9 +880,17 @@ def list_memories(store: GraphStore, *, kinds: Iterable[str] | None = None, quer
             score = len(words & have) / len(words)
             if score == 0:
                 continue
-        out.append((score, rec.valid_from or rec.created_at, rec.as_dict()))
-    out.sort(key=lambda t: (t[0], t[1]), reverse=True)  # best match, then newest
-    return [{**d, "score": round(s, 3)} if words else d for s, _, d in out[:limit]]
+        item = rec.as_dict()
+        if not is_version_key(node.key):
+            item.update(lifecycle_fields(node.props))
+        item["relevance"] = round(lifecycle.relevance(node, rules, at), 6)
+        out.append((score, item["in_force"], item["relevance"], rec.valid_from or rec.created_at, item))
+    out.sort(key=lambda t: t[:4], reverse=True)
+    items = _below_replacements([{**d, "score": round(t[0], 3)} if words else d for t in out for d in (t[4],)])
+    items = items[:limit]
+    if track:
+        lifecycle.note_use(store, [d["key"] for d in items if d["in_force"]], at=at)
+    return items
 
 
 def pending_hits(store: GraphStore, question: str, *, limit: int = 10, kinds: Iterable[str] | None = None,
@@ -1009,14 +1173,22 @@ class MemoryTools:
         confidence: Annotated[float, Field(description="0-1: how sure the writer is.")] = 1.0,
         session: Annotated[str | None, Field(description="The session id, for provenance.")] = None,
         agent: Annotated[str | None, Field(description="The agent's name, for provenance.")] = None,
+        subject: Annotated[str | None, Field(description="For a keyed fact: what it gives a value for (e.g. "
+                                                         "billing/retry-limit). A newer memory of the same kind and "
+                                                         "subject with another value closes this one as "
+                                                         "contradicted.")] = None,
+        replaces: Annotated[str | None, Field(description="The key of a memory of the same kind this one "
+                                                          "replaces: it is closed as contradicted when this one "
+                                                          "comes in force.")] = None,
     ) -> dict[str, Any]:
         lim = self.service.limits
         check_args(self.service, texts={"the key": (key, lim.word_chars), "the value": (value, MAX_VALUE_CHARS),
                                         "kind": (kind, lim.word_chars), "source": (source, lim.word_chars),
-                                        "session": (session, lim.word_chars), "agent": (agent, lim.word_chars)},
+                                        "session": (session, lim.word_chars), "agent": (agent, lim.word_chars),
+                                        "subject": (subject, lim.word_chars), "replaces": (replaces, lim.word_chars)},
                    lists={"about": about})
         write = update_memory(self.store, key, value, source, kind, session=session, agent=agent,
-                              confidence=confidence, about=about)
+                              confidence=confidence, about=about, subject=subject, replaces=replaces)
         return self._after(write)
 
     def invalidate_memory(
@@ -1033,7 +1205,7 @@ class MemoryTools:
 
     def get_memory_provenance(self, key: Annotated[str, Field(description="The memory's key.")]) -> dict[str, Any]:
         check_args(self.service, texts={"the key": (key, self.service.limits.word_chars)})
-        return self.reply(get_memory_provenance(self.store, key), items="versions")
+        return self.reply(get_memory_provenance(self.store, key, track=True), items="versions")
 
     def search_memory(
         self,
@@ -1050,7 +1222,7 @@ class MemoryTools:
         if not 1 <= limit <= 200:
             raise GraphmemError("limit must be between 1 and 200")
         found = list_memories(self.store, kinds=kinds, query=query, include_pending=include_pending,
-                              include_closed=include_closed, about=_check_about(about), limit=limit)
+                              include_closed=include_closed, about=_check_about(about), limit=limit, track=True)
         return self.reply({"memories": found}, items="memories")
 
     def ingest_incident(
@@ -1169,7 +1341,8 @@ def register_memory_tools(server: Any, service: Any) -> MemoryTools:
     write = annotations(read_only=False, idempotent=False)
     add_tool(server, tools.update_memory,
           "Remember something for later sessions and other agents: a fact, decision, convention, preference or "
-          "lesson under a key. Writing the key again supersedes the version in force (the history is kept). "
+          "lesson under a key. Writing the key again supersedes the version in force (the history is kept); "
+          "text near-identical to a memory in force only counts as its observation (deduplicated: true). "
           "Decisions, repository text and tool output wait for a person's approval (status pending) and are not "
           "searchable until then. Secrets are redacted. Returns the key, version, status and linked keys.",
           write)
@@ -1226,6 +1399,8 @@ def memory_cli(pass_context: Callable[[Any], Any], json_option: Callable[[Any], 
         return by or os.environ.get("GRAPHMEM_REVIEWER") or getpass.getuser()
 
     def run(ctx: Context, work: Callable[[Any], Any], *, sync: bool = True) -> Any:
+        from graphmem.lifecycle import flush_uses
+
         gm = ctx.graphmem(ctx.existing_project())
         try:
             result = work(gm.store)
@@ -1235,6 +1410,7 @@ def memory_cli(pass_context: Callable[[Any], Any], json_option: Callable[[Any], 
                 gm.sync_indexes()
             return result
         finally:
+            flush_uses(gm.store)  # uses noted by this command outlive the process
             gm.close()
 
     def show(result: Any, as_json: bool) -> None:
@@ -1260,6 +1436,11 @@ def memory_cli(pass_context: Callable[[Any], Any], json_option: Callable[[Any], 
                        f"{_one_line(str(m.get('untrusted_value')), 100)}")
             for reason in m.get("pending_reasons") if m.get("status") == "pending" else []:
                 click.echo(f"    pending: {reason}")
+            for label, name in (("contradicts", "contradicts"), ("contradicted by", "contradicted_by"),
+                                ("consolidates", "consolidates"), ("consolidated into", "consolidated_into")):
+                cited = m.get(name)
+                if cited:
+                    click.echo(f"    {label}: {', '.join(cited) if isinstance(cited, list) else cited}")
 
     @click.group("memory")
     def group() -> None:
@@ -1275,13 +1456,18 @@ def memory_cli(pass_context: Callable[[Any], Any], json_option: Callable[[Any], 
     @click.option("--confidence", type=click.FloatRange(0, 1), default=1.0, show_default=True)
     @click.option("--session", default=None)
     @click.option("--agent", default=None)
+    @click.option("--subject", default=None,
+                  help="For a keyed fact: what it gives a value for; another value for it closes the older one.")
+    @click.option("--replaces", default=None, help="Key of a memory of the same kind this one replaces.")
     @json_option
     @pass_context
     def set_(ctx: Context, key: str, value: str, kind: str, source: str, about: tuple[str, ...], confidence: float,
-             session: str | None, agent: str | None, as_json: bool) -> None:
+             session: str | None, agent: str | None, subject: str | None, replaces: str | None,
+             as_json: bool) -> None:
         """Write a new version of memory KEY (the version in force is superseded, its history kept)."""
         show(run(ctx, lambda s: update_memory(s, key, value, source, kind, session=session, agent=agent,
-                                              confidence=confidence, about=about)), as_json)
+                                              confidence=confidence, about=about, subject=subject,
+                                              replaces=replaces)), as_json)
 
     @group.command("invalidate")
     @click.argument("key")
@@ -1384,6 +1570,9 @@ def memory_cli(pass_context: Callable[[Any], Any], json_option: Callable[[Any], 
             click.echo(f"{data['key']}: {data['review_status']} ({data['status']}); "
                        f"{len(data['lessons'])} lessons; linked to {', '.join(data['mentions']) or 'nothing'}")
 
+    from graphmem.lifecycle import add_lifecycle_commands
+
+    add_lifecycle_commands(group, pass_context, json_option)
     return group
 
 
