@@ -839,12 +839,14 @@ def hooks_uninstall(path: Path) -> None:
 
 
 def _add_agent_commands() -> None:
-    """``graphmem memory`` and ``graphmem context``, defined beside their libraries."""
+    """``graphmem memory``, ``graphmem context`` and ``graphmem sessions``, defined beside their libraries."""
     from graphmem.context import context_cli
     from graphmem.memory import memory_cli
+    from graphmem.sessions.cli import sessions_cli
 
     cli.add_command(memory_cli(pass_context, json_option))
     cli.add_command(context_cli(pass_context, json_option))
+    cli.add_command(sessions_cli(pass_context, json_option))
 
 
 _add_agent_commands()

@@ -44,6 +44,7 @@ class NodeKind(str, Enum):
     DOCUMENT = "document"
     ENTITY = "entity"
     MEMORY = "memory"  # what an agent or a person told graphmem (a fact, convention, lesson...)
+    SESSION = "session"  # a coding agent's session, captured from its transcript (graphmem.sessions)
 
     @property
     def label(self) -> str:
@@ -95,6 +96,7 @@ class RelType(str, Enum):
     RESOLVED_BY = "RESOLVED_BY"  # incident -> commit that resolved it
     IMPLEMENTS = "IMPLEMENTS"  # file / symbol / commit -> decision it carries out
     RELATED_TO = "RELATED_TO"  # entity -> entity (extracted relations; predicate in props)
+    TOUCHED = "TOUCHED"  # session -> file, symbol, commit, decision... it read, edited, made or named (``how``)
 
 
 REL_ENDPOINTS: dict[RelType, tuple[frozenset[NodeKind], frozenset[NodeKind]]] = {
@@ -119,6 +121,7 @@ REL_ENDPOINTS: dict[RelType, tuple[frozenset[NodeKind], frozenset[NodeKind]]] = 
     RelType.RESOLVED_BY: (frozenset({NodeKind.INCIDENT}), frozenset({NodeKind.COMMIT})),
     RelType.IMPLEMENTS: (_CODE | {NodeKind.COMMIT, NodeKind.SERVICE}, frozenset({NodeKind.DECISION})),
     RelType.RELATED_TO: (_ANY, _ANY),
+    RelType.TOUCHED: (frozenset({NodeKind.SESSION}), _ANY),
 }
 
 # Property names the stores manage themselves; extractors may not set them through ``props``.
