@@ -62,6 +62,7 @@ from graphmem.memory import (
     update_memory,
 )
 from graphmem.model import Chunk, Node, NodeKind, Provenance, Relationship, RelType, now_iso, parse_day, to_iso
+from graphmem.stores.base import Keep
 
 if TYPE_CHECKING:
     import click
@@ -144,8 +145,9 @@ class LifecyclePolicy:
                 raise ModelError(f"--ttl takes KIND=DAYS (e.g. fact=180), not {item!r}")
         if half_life_days is not None and not (math.isfinite(half_life_days) and half_life_days > 0):
             raise ModelError("the half-life must be a number of days > 0")
-        decay = math.log(2) / half_life_days if half_life_days else cls.decay_per_day
-        return cls(decay_per_day=decay, ttl_days=days)
+        if half_life_days:
+            return cls(decay_per_day=math.log(2) / half_life_days, ttl_days=days)
+        return cls(ttl_days=days)
 
 
 DEFAULT_POLICY = LifecyclePolicy()
@@ -547,20 +549,37 @@ def lifecycle_dir(gm: Graphmem) -> Path:
     return index_dir(gm.settings, gm.project).parent / "lifecycle"
 
 
-def _memory_derived(sources: Iterable[str]) -> bool:
-    return any(s.startswith(PREFIX) for s in sources)
+def _memory_derived(element: Node | Relationship) -> bool:
+    # The provenance, not the sources: an element closed by a withdrawal has given its sources up.
+    return element.provenance.source_path.startswith(PREFIX) or any(s.startswith(PREFIX) for s in element.sources)
+
+
+def memory_nodes(store: GraphStore) -> list[Node]:
+    """Every memory-derived node, open or closed: memories, their versions, agent incidents."""
+    return [n for n in store.iter_nodes([NodeKind.MEMORY, NodeKind.INCIDENT], include_closed=True)
+            if _memory_derived(n)]
+
+
+def _delete(store: GraphStore, nodes: list[Node]) -> Any:
+    """Delete ``nodes`` with their relationships and chunks. The protocol deletes by source path,
+    and a node closed by a withdrawal has given its sources up, so each such node first takes its
+    own source path back (its validity unchanged)."""
+    sourceless = [n for n in nodes if not n.sources]
+    if sourceless:
+        store.upsert([Node(n.key, n.name, n.provenance, {}, valid_from=n.valid_from, valid_to=n.valid_to)
+                      for n in sourceless])
+    return store.remove_sources({s for n in nodes for s in n.sources} | {n.provenance.source_path for n in nodes})
 
 
 def snapshot(store: GraphStore) -> dict[str, Any]:
     """Every memory-derived node (memories, versions, agent incidents), every relationship that
     comes from one or touches one, and their chunks, open or closed, as plain data."""
-    nodes = [n for n in store.iter_nodes([NodeKind.MEMORY, NodeKind.INCIDENT], include_closed=True)
-             if _memory_derived(n.sources)]
+    nodes = memory_nodes(store)
     keys = {n.key for n in nodes}
     # iter_rels is not part of GraphStore: both stores have it, and closed relationships (the
     # history a rollback must restore too) can be read no other way.
     rels = [r for r in store.iter_rels(include_closed=True)  # type: ignore[attr-defined]
-            if r.src in keys or r.dst in keys or _memory_derived(r.sources)]
+            if r.src in keys or r.dst in keys or _memory_derived(r)]
     chunks = [c for c in store.get_chunks(sorted(keys)) if c.provenance.source_path.startswith(PREFIX)]
     return {
         "nodes": [{"key": n.key, "name": n.name, "props": n.props, "provenance": n.provenance.as_props(),
@@ -576,11 +595,13 @@ def snapshot(store: GraphStore) -> dict[str, Any]:
 
 
 def identity(snap: dict[str, Any]) -> dict[str, Any]:
-    """What a rollback must restore exactly: node keys with validity, relationships with validity,
-    chunk ids with their node."""
-    return {"nodes": sorted((n["key"], n["valid_from"], n["valid_to"]) for n in snap["nodes"]),
-            "rels": sorted((r["src"], r["type"], r["dst"], r["valid_from"], r["valid_to"]) for r in snap["rels"]),
-            "chunks": sorted((c["id"], c["node_key"]) for c in snap["chunks"])}
+    """What a rollback must restore exactly: node keys and relationships with their validity and
+    sources, chunk ids with their node and a digest of their text."""
+    return {"nodes": sorted((n["key"], n["valid_from"], n["valid_to"], tuple(n["sources"])) for n in snap["nodes"]),
+            "rels": sorted((r["src"], r["type"], r["dst"], r["valid_from"], r["valid_to"], tuple(r["sources"]))
+                           for r in snap["rels"]),
+            "chunks": sorted((c["id"], c["node_key"], hashlib.blake2b(c["text"].encode(), digest_size=8).hexdigest())
+                             for c in snap["chunks"])}
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
@@ -668,13 +689,14 @@ def _restore(store: GraphStore, snap: dict[str, Any], *, at: str) -> int:
                                   Provenance.from_props(d["provenance"]), d["start_line"], d["end_line"], d["id"])
                             for d in snap["chunks"]], at=at)
     store.upsert([node(d, open_=False) for d in snap["nodes"] if d["valid_to"] is not None], at=at)
+    # Writing gave every element its source path; those a withdrawal had closed held none.
+    bare = [d for d in snap["nodes"] + snap["rels"] if not d["sources"]]
+    if bare:
+        keep = Keep(nodes=frozenset(d["key"] for d in snap["nodes"] if d["sources"]),
+                    rels=frozenset((d["src"], d["type"], d["dst"]) for d in snap["rels"] if d["sources"]),
+                    chunks=frozenset(d["id"] for d in snap["chunks"]))
+        store.close_sources({d["provenance"]["source_path"] for d in bare}, at=at, keep=keep)
     return summary.missing_endpoints
-
-
-def _paths_of(snap: dict[str, Any]) -> set[str]:
-    paths = {s for d in snap["nodes"] + snap["rels"] for s in d["sources"] if s.startswith(PREFIX)}
-    paths |= {d["provenance"]["source_path"] for d in snap["chunks"]}
-    return paths
 
 
 def rollback(gm: Graphmem, *, to: str | None = None, since: str | None = None,
@@ -702,8 +724,7 @@ def rollback(gm: Graphmem, *, to: str | None = None, since: str | None = None,
     TRACKER.forget(store)
     at = now_iso()
     with _WRITE_LOCK, store.atomic():
-        current = snapshot(store)
-        removed = store.remove_sources(_paths_of(current) | _paths_of(target))
+        removed = _delete(store, memory_nodes(store))
         missing = _restore(store, target, at=at)
     index = gm.sync_indexes().as_dict()
     after = identity(snapshot(store))
@@ -835,11 +856,10 @@ def erase(gm: Graphmem, *, person: str | None = None, source: str | None = None,
                 break
             gone |= more
         erased_nodes = [n for n in mem_nodes if n.key.split("@v")[0] in gone] + incidents
-        paths = {p for n in erased_nodes for p in n.sources if p.startswith(PREFIX)} | \
-            {n.key for n in erased_nodes if n.key.startswith(PREFIX)} | {PREFIX + n.key for n in incidents}
+        paths = {p for n in erased_nodes for p in (*n.sources, n.provenance.source_path)}
         chunks = store.get_chunks([n.key for n in erased_nodes])
         digests = _cache_digests(erased_nodes, chunks)
-        removed = store.remove_sources(paths)
+        removed = _delete(store, erased_nodes)
         scrubbed = 0
         for node in store.iter_nodes([NodeKind.MEMORY, NodeKind.INCIDENT], include_closed=True):
             change = _scrub(node.props, value, gone, match)

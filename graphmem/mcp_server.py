@@ -158,6 +158,9 @@ class Service:
     def close(self) -> None:
         with self._open_lock:
             if self._gm is not None:
+                from graphmem.lifecycle import flush_uses
+
+                flush_uses(self._gm.store)  # memory uses noted by the tools (graphmem.lifecycle)
                 self._gm.close()
                 self._gm = None
 
@@ -206,6 +209,9 @@ class Service:
             hit["untrusted_text"] = _clip(hit.pop("text"), lim.passage_chars)
             hit["untrusted_name"] = hit.pop("name", "")
             hit["agent_written"] = hit["provenance"].get("extractor") == MEMORY_EXTRACTOR
+        from graphmem.lifecycle import note_use
+
+        note_use(gm.store, [h["key"] for h in out["results"] if h["agent_written"] and not h.get("pending")])
         if bootstrap is not None:
             out["bootstrap"] = bootstrap
         analysis = out.get("analysis") or {}
@@ -226,6 +232,10 @@ class Service:
             raise GraphmemError(f"no node {_echo(key)} in project {self.project}")
         passages = store.get_chunks([key])[:chunks]
         rels = store.get_relationships([key])
+        if node.valid_to is None:
+            from graphmem.lifecycle import note_use
+
+            note_use(store, [key])  # a memory read counts as used; other keys are ignored
         return self._reply({
             "node": _node(node, full=True),
             "relationships": {"out": _count_types(r.type.value for r in rels if r.src == key),
