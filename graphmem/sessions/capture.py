@@ -119,9 +119,9 @@ class SessionIngest:
     """Ingest transcripts into one project (a :class:`~graphmem.api.Graphmem`)."""
 
     def __init__(self, gm: Graphmem, *, retention: RetentionConfig | None = None, llm: bool | None = None,
-                 now: datetime | None = None) -> None:
+                 now: datetime | None = None, folder: Path | None = None) -> None:
         self.gm = gm
-        self.dir = sessions_dir(gm)
+        self.dir = folder or sessions_dir(gm)
         self.raw = RawStore(self.dir / "raw", retention or RetentionConfig.from_env())
         self.llm = gm.settings.llm.configured if llm is None else llm
         if self.llm:
@@ -234,12 +234,13 @@ class SessionIngest:
                          "sessions": known, "outside": sorted(outside)}
 
 
-def sessions_status(gm: Graphmem, retention: RetentionConfig | None = None, *, recent: int = 20) -> dict[str, Any]:
+def sessions_status(gm: Graphmem, retention: RetentionConfig | None = None, *, recent: int = 20,
+                    folder: Path | None = None) -> dict[str, Any]:
     """Sessions in the graph, raw bytes held against the caps, and what was evicted."""
     from graphmem.model import NodeKind
 
     config = retention or RetentionConfig.from_env()
-    folder = sessions_dir(gm)
+    folder = folder or sessions_dir(gm)
     raw = RawStore(folder / "raw", config)
     flavours: dict[str, int] = {}
     outcomes: dict[str, int] = {}

@@ -36,7 +36,7 @@ class Outcome(str, Enum):
 
     COMMITTED = "committed"  # it made at least one commit
     CHANGED = "changed"  # it edited files and made no commit
-    FAILED = "failed"  # its last call failed and nothing fixed it
+    FAILED = "failed"  # its last call failed and nothing fixed it (even after a commit)
     ANSWERED = "answered"  # it replied without changing files
     INCOMPLETE = "incomplete"  # no reply to the last prompt
 
@@ -89,7 +89,7 @@ class SessionFacts:
     summaries: list[str] = field(default_factory=list)
     decisions: list[str] = field(default_factory=list)
     outcome: Outcome = Outcome.INCOMPLETE
-    mention_text: str = ""
+    mention_text: str = ""  # prompts, replies and summaries: where names of symbols and decisions are looked for
 
 
 def _command_family(command: str) -> str:
@@ -195,10 +195,9 @@ def session_facts(flavour: Flavour, session_id: str, events: list[Event]) -> Ses
     try:
         f.outcome = Outcome(explicit_outcome)
     except ValueError:
-        f.outcome = (Outcome.COMMITTED if f.commits else Outcome.FAILED if last_result_failed and open_errors
+        f.outcome = (Outcome.FAILED if last_result_failed and open_errors else Outcome.COMMITTED if f.commits
                      else Outcome.CHANGED if f.files_edited else Outcome.ANSWERED if last_reply_after_prompt
                      and f.replies else Outcome.INCOMPLETE)
-    mention += [t for t in f.edit_text.values()]
     f.mention_text = "\n".join(mention)[:MENTION_CHARS]
     return f
 
@@ -241,6 +240,12 @@ class Digest:
         return "\n".join(lines)
 
 
+def _rel(path: str, cwd: str) -> str:
+    """A path as the digest shows it: relative to the session's working folder when inside it."""
+    base = cwd.rstrip("/") + "/"
+    return path[len(base):] if cwd and path.startswith(base) else path
+
+
 def deterministic_digest(f: SessionFacts) -> Digest:
     """The digest the facts alone give: the same events, the same digest."""
     tools = ", ".join(f"{name} x{n}" for name, n in sorted(f.tools.items(), key=lambda kv: (-kv[1], kv[0])))
@@ -253,8 +258,8 @@ def deterministic_digest(f: SessionFacts) -> Digest:
     unresolved = sum(1 for e in f.errors if not e.resolved)
     if f.errors:
         outcome += f"; {len(f.errors)} errors, {unresolved} unresolved"
-    files = [f"edited {p}" for p in f.files_edited[:MAX_LISTED]] + [
-        f"read {p}" for p in f.files_read[:MAX_LISTED] if p not in f.files_edited]
+    files = [f"edited {_rel(p, f.cwd)}" for p in f.files_edited[:MAX_LISTED]] + [
+        f"read {_rel(p, f.cwd)}" for p in f.files_read[:MAX_LISTED] if p not in f.files_edited]
     errors = []
     seen: set[str] = set()
     for e in f.errors:
@@ -264,7 +269,7 @@ def deterministic_digest(f: SessionFacts) -> Digest:
     gotchas = []
     for e in f.errors:
         if e.resolved and len(gotchas) < MAX_LISTED:
-            how = ", ".join([f"editing {p}" for p in e.fix_files[:5]] + [f"running {c[:80]}" for c in e.fix_commands[-2:]])
+            how = ", ".join([f"editing {_rel(p, f.cwd)}" for p in e.fix_files[:5]] + [f"running {c[:80]}" for c in e.fix_commands[-2:]])
             gotchas.append(f"{e.signature} from {e.command[:80] or e.tool or 'a call'}"
                            + (f": got past it by {how}" if how else ": passed on a later run"))
     return Digest(f.task, approach, outcome, files, errors, list(dict.fromkeys(gotchas)), list(f.decisions))

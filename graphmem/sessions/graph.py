@@ -94,14 +94,29 @@ class CommitIndex:
         return commit_key(hits[0]) if len(hits) == 1 else None
 
 
-def _touched(store: GraphStore, facts: SessionFacts, root: str | None, commits: CommitIndex,
-             exclude: str) -> dict[str, list[str]]:
-    how: dict[str, list[str]] = {}
+def _defines(text: str, name: str) -> bool:
+    """Whether an edit holds the definition line of ``name`` (``def post(``, ``func (s *Store) AppendBatch(``,
+    ``public void send(``, ``class Store``): a bare use such as ``.get(`` is not an edit of ``get``."""
+    n = re.escape(name)
+    return bool(re.search(
+        rf"\b(?:def|func|function|fn|class|struct|interface|trait|enum|type|impl)\s+(?:\([^)\n]*\)\s*)?{n}\b"
+        rf"|\b(?:public|private|protected|static|async|void|final|override)\s+(?:[\w<>\[\],.?]+\s+)*{n}\s*\(", text))
 
-    def add(key: str, way: str) -> None:
-        ways = how.setdefault(key, [])
+
+MENTION_FLOOR = 0.5  # a name shared by several symbols (``post``) names none of them well enough
+_NESTING = 3  # file -> class -> method -> nested function
+
+
+def _touched(store: GraphStore, facts: SessionFacts, root: str | None, commits: CommitIndex,
+             exclude: str) -> dict[str, tuple[list[str], float]]:
+    """Keys the session touched -> (how, confidence)."""
+    how: dict[str, tuple[list[str], float]] = {}
+
+    def add(key: str, way: str, confidence: float = 1.0) -> None:
+        ways, conf = how.get(key, ([], 0.0))
         if way not in ways:
             ways.append(way)
+        how[key] = (ways, max(conf, confidence))
 
     edited_files: dict[str, str] = {}
     for raw, way in [(p, "read") for p in facts.files_read] + [(p, "edited") for p in facts.files_edited]:
@@ -114,23 +129,30 @@ def _touched(store: GraphStore, facts: SessionFacts, root: str | None, commits: 
             continue
         add(key, way)
         if way == "edited":
-            edited_files[key] = facts.edit_text.get(raw, "")
+            edited_files[key] = edited_files.get(key, "") + "\n" + facts.edit_text.get(raw, "")
     for sha in facts.commits:
         key = commits.resolve(sha)
         if key:
             add(key, "committed")
     existing = store.get_nodes(sorted(how))
     how = {k: v for k, v in how.items() if k in existing and existing[k].valid_to is None}
-    # A symbol of an edited file is edited when the edit names it (its def line or a call).
-    contained = [r for r in store.get_relationships(sorted(k for k in edited_files if k in how))
-                 if r.type is RelType.CONTAINS and r.dst.startswith("sym:")]
-    for rel in contained:
-        text = edited_files.get(rel.src, "")
-        name = rel.dst.rpartition("::")[2].rpartition(".")[2]
-        if text and name and re.search(rf"\b{re.escape(name)}\b", text):
-            add(rel.dst, "edited")
-    for key in resolve_mentions(store, facts.mention_text, exclude=exclude):
-        add(key, "mentioned")
+    # A symbol of an edited file is edited when the edit names it (its definition or a use).
+    frontier = {k: t for k, t in edited_files.items() if k in how and t.strip()}
+    for _ in range(_NESTING):
+        inner: dict[str, str] = {}
+        for rel in store.get_relationships(sorted(frontier)):
+            if rel.type is RelType.CONTAINS and rel.src in frontier and rel.dst.startswith("sym:"):
+                text = frontier[rel.src]
+                name = rel.dst.rpartition("::")[2].rpartition(".")[2]
+                if name and _defines(text, name):
+                    add(rel.dst, "edited")
+                inner[rel.dst] = text
+        frontier = inner
+        if not frontier:
+            break
+    for key, conf in resolve_mentions(store, facts.mention_text, exclude=exclude).items():
+        if conf >= MENTION_FLOOR:
+            add(key, "mentioned", conf)
     return how
 
 
@@ -168,13 +190,14 @@ def write_session(store: GraphStore, facts: SessionFacts, digest: Digest, *, tra
     text = digest.render(header, [_short(k) for k in sorted(touched) if not k.startswith("person:")][:60])
     node = Node(key, f"{facts.flavour.value} session {facts.session_id[:12]}: {facts.task[:80]}".strip(": "),
                 prov, props)
-    rels = [Relationship(key, RelType.TOUCHED, dst, prov, {"how": ways}) for dst, ways in sorted(touched.items())]
+    rels = [Relationship(key, RelType.TOUCHED, dst, Provenance(source, EXTRACTOR, EXTRACTOR_VERSION, confidence=conf),
+                         {"how": ways}) for dst, (ways, conf) in sorted(touched.items())]
     chunk = Chunk(key, 0, text, CHUNK_KIND, prov)
     when = to_iso(at) if at else None
     store.upsert([node], [], [], at=when)
     store.upsert([], rels, [chunk], at=when)
     store.close_sources([source], at=when, keep=Keep.of([node], rels, [chunk]))
-    return SessionWrite(key, touched)
+    return SessionWrite(key, {k: ways for k, (ways, _) in touched.items()})
 
 
 def _iso(value: str | None) -> str | None:
