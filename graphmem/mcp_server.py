@@ -59,6 +59,9 @@ from graphmem.model import (
 )
 from graphmem.memory import EXTRACTOR as MEMORY_EXTRACTOR
 from graphmem.retrieval.config import DEFAULT_MODE, PRESETS
+from graphmem.sessions.graph import EXTRACTOR as SESSIONS_EXTRACTOR
+
+AGENT_EXTRACTORS = frozenset({MEMORY_EXTRACTOR, SESSIONS_EXTRACTOR})  # what agents wrote, not a file
 
 log = logging.getLogger(__name__)
 
@@ -208,7 +211,7 @@ class Service:
         for hit in out["results"]:
             hit["untrusted_text"] = _clip(hit.pop("text"), lim.passage_chars)
             hit["untrusted_name"] = hit.pop("name", "")
-            hit["agent_written"] = hit["provenance"].get("extractor") == MEMORY_EXTRACTOR
+            hit["agent_written"] = hit["provenance"].get("extractor") in AGENT_EXTRACTORS
         from graphmem.lifecycle import note_use
 
         note_use(gm.store, [h["key"] for h in out["results"] if h["agent_written"] and not h.get("pending")])
