@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 import os
 import re
@@ -79,6 +80,7 @@ _WORD = re.compile(r"\w+")
 _NEGATIONS = frozenset({"not", "no", "never", "none", "nor", "without", "t", "cannot"})
 _MAX_OBSERVED_SOURCES = 50
 _ERASED = "[erased]"
+_LOG = logging.getLogger(__name__)
 
 
 # --- policy -------------------------------------------------------------------------------------
@@ -214,8 +216,8 @@ class AccessTracker:
         def run() -> None:
             try:
                 self.flush(store, policy=policy)
-            except GraphmemError:
-                pass  # the uses are put back by flush; the next one writes them
+            except Exception as exc:  # noqa: BLE001 - a thread of its own: report, keep the uses for later
+                _LOG.warning("memory uses not written yet (%s: %s); the next flush retries", type(exc).__name__, exc)
             finally:
                 with self._lock:
                     self._flushing.discard(store)
@@ -455,15 +457,16 @@ def merge_duplicates(store: GraphStore, policy: LifecyclePolicy = DEFAULT_POLICY
 
 def consolidate(store: GraphStore, policy: LifecyclePolicy = DEFAULT_POLICY,
                 now: str | None = None) -> list[tuple[str, list[str]]]:
-    """Turn each cluster of similar memories in force (same kind, subject and linked keys; token
-    Jaccard at least ``consolidate_threshold``, joined transitively) into one memory holding every
+    """Turn each cluster of similar memories in force (same kind and linked keys; token Jaccard at
+    least ``consolidate_threshold``, joined transitively; keyed facts are left to dedup and
+    contradictions, one value per subject) into one memory holding every
     original text, oldest first; the originals close as consolidated into it and it cites them.
     Returns (new key, original keys) per cluster. A cluster whose texts would not fit one memory,
     or whose consolidated text would wait for review, is left as it is."""
     at = to_iso(now) if now else now_iso()
     out: list[tuple[str, list[str]]] = []
     for (kind, subject, _), nodes in sorted(_candidates(store).items()):
-        if len(nodes) < 2:
+        if len(nodes) < 2 or subject:  # keyed facts: one value per subject (duplicates merge, others contradict)
             continue
         toks = [words(str(n.props.get("value") or "")) for n in nodes]
         parent = list(range(len(nodes)))
@@ -491,8 +494,7 @@ def consolidate(store: GraphStore, policy: LifecyclePolicy = DEFAULT_POLICY,
                 "\n".join(m.key for m in members).encode(), digest_size=6).hexdigest()
             about = sorted({str(k) for m in members for k in m.props.get("about") or []})
             write = update_memory(store, name, value, LIFECYCLE_SOURCE, kind, about=about, at=at,
-                                  confidence=max(m.provenance.confidence for m in members), dedup=False,
-                                  subject=subject or None)
+                                  confidence=max(m.provenance.confidence for m in members), dedup=False)
             if write.status != Status.APPROVED.value:
                 continue
             with _WRITE_LOCK, store.atomic():
@@ -738,39 +740,43 @@ def rollback(gm: Graphmem, *, to: str | None = None, since: str | None = None,
 # --- erasure ------------------------------------------------------------------------------------
 
 
-def _matcher(person: str | None, source: str | None) -> tuple[str, str, Callable[[dict[str, Any]], bool]]:
-    """(selector kind, normalised value, test of a node's properties)."""
+@dataclass(frozen=True, slots=True)
+class _Selector:
+    """Whom an erasure is about: ``names`` finds them in a label (an address as a whole word, or a
+    source and its sub-sources), ``contributed`` in a node's properties."""
+
+    kind: str  # "person" or "source"
+    value: str  # normalised
+    names: Callable[[str], bool]
+
+    def contributed(self, props: dict[str, Any]) -> bool:
+        fields = ("source", "agent", "session") if self.kind == "person" else ("source",)
+        return any(self.names(str(props.get(f) or "")) for f in fields)
+
+
+def _selector(person: str | None, source: str | None) -> _Selector:
     if (person is None) == (source is None):
         raise GraphmemError("give either --person EMAIL or --source SOURCE")
     if person is not None:
         email = person.strip().lower()
         if not re.fullmatch(r"[^@\s]+@[^@\s]+", email):
             raise ModelError(f"--person takes an e-mail address, not {person[:80]!r}")
-
-        def by_person(p: dict[str, Any]) -> bool:
-            return any(email in str(p.get(f) or "").lower() for f in ("source", "agent", "session"))
-
-        return "person", email, by_person
+        whole = re.compile(rf"(?<![\w.+-]){re.escape(email)}(?![\w-]|\.\w)", re.IGNORECASE)
+        return _Selector("person", email, lambda text: bool(whole.search(text)))
     wanted = source.strip().lower()  # type: ignore[union-attr]
     if not wanted:
         raise ModelError("--source is empty")
-
-    def by_source(p: dict[str, Any]) -> bool:
-        have = str(p.get("source") or "").lower()
-        return have == wanted or have.startswith(wanted + ":")
-
-    return "source", wanted, by_source
+    return _Selector("source", wanted, lambda text: text.lower() == wanted or text.lower().startswith(wanted + ":"))
 
 
-def _scrub(props: dict[str, Any], value: str, gone: set[str], match: Callable[[dict[str, Any]], bool]
-           ) -> dict[str, Any]:
+def _scrub(props: dict[str, Any], who: _Selector, gone: set[str]) -> dict[str, Any]:
     """Property changes that take the erased contributor and erased memories out of a node kept."""
     change: dict[str, Any] = {}
     for name in ("approved_by", "reviewed_by", "invalidated_by"):
-        if value in str(props.get(name) or "").lower():
+        if who.names(str(props.get(name) or "")):
             change[name] = _ERASED
     seen = [str(s) for s in props.get("observed_sources") or []]
-    kept = [s for s in seen if not match({"source": s})]
+    kept = [s for s in seen if not who.names(s)]
     if len(kept) != len(seen):
         change["observed_sources"] = kept or None
         change["observations"] = max(1, int(props.get("observations") or 1) - (len(seen) - len(kept)))
@@ -840,15 +846,15 @@ def erase(gm: Graphmem, *, person: str | None = None, source: str | None = None,
 
     Not reached: files outside graphmem's home, and on Neo4j the database's own files and
     transaction logs until Neo4j reuses or prunes them."""
-    selector, value, match = _matcher(person, source)
+    who = _selector(person, source)
     at = to_iso(now) if now else now_iso()
     store = gm.store
     flush_uses(store)
     with _WRITE_LOCK, store.atomic():
         mem_nodes = list(store.iter_nodes([NodeKind.MEMORY], include_closed=True))
-        gone = {n.key.split("@v")[0] for n in mem_nodes if match(n.props)}
+        gone = {n.key.split("@v")[0] for n in mem_nodes if who.contributed(n.props)}
         incidents = [n for n in store.iter_nodes([NodeKind.INCIDENT], include_closed=True)
-                     if n.props.get("agent_written") and match(n.props)]
+                     if n.props.get("agent_written") and who.contributed(n.props)]
         while True:  # what consolidated an erased memory holds its text
             more = {n.key.split("@v")[0] for n in mem_nodes if n.key.split("@v")[0] not in gone
                     and any(str(c).split("@v")[0] in gone for c in n.props.get("consolidates") or [])}
@@ -861,12 +867,16 @@ def erase(gm: Graphmem, *, person: str | None = None, source: str | None = None,
         digests = _cache_digests(erased_nodes, chunks)
         removed = _delete(store, erased_nodes)
         scrubbed = 0
+        naming = []  # what others wrote about them stays: their text is not this person's contribution
         for node in store.iter_nodes([NodeKind.MEMORY, NodeKind.INCIDENT], include_closed=True):
-            change = _scrub(node.props, value, gone, match)
+            change = _scrub(node.props, who, gone)
             if change:
                 store.upsert([Node(node.key, node.name, node.provenance, change, valid_from=node.valid_from,
                                    valid_to=node.valid_to)], at=at)
                 scrubbed += 1
+            if node.valid_to is None and who.kind == "person" and who.names(
+                    f"{node.props.get('value') or ''} {node.props.get('summary') or ''}"):
+                naming.append(node.key)
     TRACKER.forget(store, gone)
     gone_keys = gone | {n.key for n in incidents}
     rewritten = 0
@@ -877,35 +887,40 @@ def erase(gm: Graphmem, *, person: str | None = None, source: str | None = None,
             continue  # unreadable: it cannot be restored from either
         before = json.dumps(data, sort_keys=True)
         data["nodes"] = [d for d in data["nodes"] if d["key"].split("@v")[0] not in gone_keys
-                         and not (d["key"].startswith("incident:") and match(d["props"]))]
+                         and not (d["key"].startswith("incident:") and who.contributed(d["props"]))]
         kept = {d["key"] for d in data["nodes"]}
         data["rels"] = [d for d in data["rels"] if (d["src"] in kept or not d["src"].startswith((PREFIX, "incident:")))
                         and (d["dst"] in kept or not d["dst"].startswith((PREFIX, "incident:")))
                         and not set(d["sources"]) & paths]
         data["chunks"] = [d for d in data["chunks"] if d["node_key"] in kept]
         for d in data["nodes"]:
-            d["props"] = {k: v for k, v in {**d["props"], **_scrub(d["props"], value, gone, match)}.items()
+            d["props"] = {k: v for k, v in {**d["props"], **_scrub(d["props"], who, gone)}.items()
                           if v is not None}
         if json.dumps(data, sort_keys=True) != before:
             _write_json(path, data)
             rewritten += 1
     index = gm.sync_indexes().as_dict()
-    cache_removed = 0
-    folders = [gm.cache_dir / "embeddings", lifecycle_dir(gm).parent]
-    for folder in folders:
+    cache_removed, not_compacted = 0, []
+    for folder in (gm.cache_dir / "embeddings", lifecycle_dir(gm).parent):
         for path in sorted(folder.glob("*.sqlite")) if folder.is_dir() else []:
-            cache_removed += _purge_sqlite(path, digests)
-    entry = {"at": at, "by": by, "selector": selector,
-             "selector_digest": erasure_digest(value),
+            try:
+                cache_removed += _purge_sqlite(path, digests)
+            except sqlite3.Error as exc:  # another process holds it: the rows are gone, its free pages not yet
+                not_compacted.append(f"{path.name}: {exc}")
+    entry = {"at": at, "by": by, "selector": who.kind,
+             "selector_digest": erasure_digest(who.value),
              "memories": len({k for k in gone if k.startswith(PREFIX)}), "incidents": len(incidents),
              "nodes_removed": removed.removed_nodes, "rels_removed": removed.removed_rels,
              "chunks_removed": removed.removed_chunks, "nodes_scrubbed": scrubbed,
-             "cache_entries_removed": cache_removed, "checkpoints_rewritten": rewritten}
+             "cache_entries_removed": cache_removed, "checkpoints_rewritten": rewritten,
+             "files_not_compacted": len(not_compacted)}
     log = lifecycle_dir(gm) / "erasures.jsonl"
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "a", encoding="utf-8") as fh:
         fh.write(json.dumps(entry) + "\n")
-    return {**entry, "index": index, "log": str(log)}
+    # Not logged: the keys could name the person.
+    return {**entry, "index": index, "log": str(log), "not_compacted": not_compacted,
+            "still_named_by_others": sorted(naming)}
 
 
 def erasure_digest(value: str) -> str:

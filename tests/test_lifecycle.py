@@ -472,6 +472,15 @@ def test_erasure_by_source(gm: Graphmem) -> None:
     gm.sync_indexes()
     report = lifecycle.erase(gm, source="agent:nightly-bot", now=day(1))
     assert report["memories"] == 1 and store.get_node(bot) is None and store.get_node(person) is not None
+    # A person is their whole address: erasing bo@ leaves rabo@, and what others wrote about bo.
+    bos = memory.update_memory(store, "ci/bo", "Bo's nightly notes", "user:bo@acme.dev", at=day(0)).key
+    rabo = memory.update_memory(store, "ci/rabo", "Rabo's nightly notes", "user:rabo@acme.dev", at=day(0)).key
+    about_bo = memory.update_memory(store, "ci/ask-bo", "Ask bo@acme.dev about the nightly job", "user:ana@acme.dev",
+                                    at=day(0)).key
+    report = lifecycle.erase(gm, person="bo@acme.dev", now=day(1))
+    assert report["memories"] == 1 and store.get_node(bos) is None
+    assert store.get_node(rabo) is not None and report["still_named_by_others"] == [about_bo]
+    assert "ci/ask-bo" not in Path(report["log"]).read_text()
     with pytest.raises(GraphmemError, match="either --person"):
         lifecycle.erase(gm)
     with pytest.raises(ModelError, match="e-mail"):
