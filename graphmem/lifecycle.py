@@ -56,11 +56,12 @@ from graphmem.memory import (
     _update_main,
     _WRITE_LOCK,
     chunk_text,
-    cite,
     is_version_key,
     memory_key,
+    memory_of,
     resolve_mentions,
     update_memory,
+    version_key,
 )
 from graphmem.model import Chunk, Node, NodeKind, Provenance, Relationship, RelType, now_iso, parse_day, to_iso
 from graphmem.stores.base import Keep
@@ -440,13 +441,13 @@ def merge_duplicates(store: GraphStore, policy: LifecyclePolicy = DEFAULT_POLICY
                     score = jaccard(mine, theirs)
                     if (score >= 1.0 if subject else score >= policy.dedup_threshold) and same_claims(mine, theirs):
                         keeper = store.get_node(keeper.key) or keeper
-                        target = cite(keeper.key, int(keeper.props.get("version") or 0))
+                        target = version_key(keeper.key, int(keeper.props.get("version") or 0))
                         _close_memory(store, node, f"a duplicate of {target}", Status.CONSOLIDATED, at=at,
                                       props={"consolidated_into": target})
                         count = int(keeper.props.get("observations") or 1) + int(node.props.get("observations") or 1)
                         cited = [str(x) for x in keeper.props.get("consolidates") or []]
                         _update_main(store, keeper, {"observations": count, "last_observed_at": at,
-                                                     "consolidates": cited + [cite(node.key, int(
+                                                     "consolidates": cited + [version_key(node.key, int(
                                                          node.props.get("version") or 0))]}, at=at)
                         merged.append(node.key)
                         break
@@ -498,14 +499,14 @@ def consolidate(store: GraphStore, policy: LifecyclePolicy = DEFAULT_POLICY,
             if write.status != Status.APPROVED.value:
                 continue
             with _WRITE_LOCK, store.atomic():
-                target = cite(write.key, int(write.version or 0))
+                target = version_key(write.key, int(write.version or 0))
                 for m in members:
                     _close_memory(store, store.get_node(m.key) or m, f"consolidated into {target}",
                                   Status.CONSOLIDATED, at=at, props={"consolidated_into": target})
                 new = store.get_node(write.key)
                 _update_main(store, new, {  # type: ignore[arg-type]
                     "observations": sum(int(m.props.get("observations") or 1) for m in members),
-                    "consolidates": [cite(m.key, int(m.props.get("version") or 0)) for m in members]}, at=at)
+                    "consolidates": [version_key(m.key, int(m.props.get("version") or 0)) for m in members]}, at=at)
             out.append((write.key, [m.key for m in members]))
     return out
 
@@ -782,11 +783,11 @@ def _scrub(props: dict[str, Any], who: _Selector, gone: set[str]) -> dict[str, A
         change["observations"] = max(1, int(props.get("observations") or 1) - (len(seen) - len(kept)))
     for name in ("contradicts", "consolidates"):
         cited = [str(x) for x in props.get(name) or []]
-        left = [c for c in cited if c.split("@v")[0] not in gone]
+        left = [c for c in cited if memory_of(c) not in gone]
         if len(left) != len(cited):
             change[name] = left or None
     for name in ("contradicted_by", "consolidated_into", "replaces"):
-        if props.get(name) and str(props[name]).split("@v")[0] in gone:
+        if props.get(name) and memory_of(str(props[name])) in gone:
             change[name] = None
             change["reason"] = "closed by a memory since erased"
     return change
@@ -839,7 +840,8 @@ def erase(gm: Graphmem, *, person: str | None = None, source: str | None = None,
     A memory any version of which they wrote goes whole, with every version (later versions may
     restate it), as does a consolidated memory that holds one. Removed: the nodes, their
     relationships and chunks, their vectors and BM25 entries, their vectors in the embedding caches,
-    and their copies in every checkpoint; the person's name is taken out of the memories kept
+    and their copies in every checkpoint (a checkpoint file that cannot be read is removed); the
+    person's name is taken out of the memories kept
     (reviewer fields, observations). The SQLite files under the project and the caches are
     rewritten so freed pages hold nothing erased. The erasure log records when, by whom, counts and
     a digest of the selector: not the erased text, not the selector itself.
@@ -852,16 +854,16 @@ def erase(gm: Graphmem, *, person: str | None = None, source: str | None = None,
     flush_uses(store)
     with _WRITE_LOCK, store.atomic():
         mem_nodes = list(store.iter_nodes([NodeKind.MEMORY], include_closed=True))
-        gone = {n.key.split("@v")[0] for n in mem_nodes if who.contributed(n.props)}
+        gone = {memory_of(n.key) for n in mem_nodes if who.contributed(n.props)}
         incidents = [n for n in store.iter_nodes([NodeKind.INCIDENT], include_closed=True)
                      if n.props.get("agent_written") and who.contributed(n.props)]
         while True:  # what consolidated an erased memory holds its text
-            more = {n.key.split("@v")[0] for n in mem_nodes if n.key.split("@v")[0] not in gone
-                    and any(str(c).split("@v")[0] in gone for c in n.props.get("consolidates") or [])}
+            more = {memory_of(n.key) for n in mem_nodes if memory_of(n.key) not in gone
+                    and any(memory_of(str(c)) in gone for c in n.props.get("consolidates") or [])}
             if not more:
                 break
             gone |= more
-        erased_nodes = [n for n in mem_nodes if n.key.split("@v")[0] in gone] + incidents
+        erased_nodes = [n for n in mem_nodes if memory_of(n.key) in gone] + incidents
         paths = {p for n in erased_nodes for p in (*n.sources, n.provenance.source_path)}
         chunks = store.get_chunks([n.key for n in erased_nodes])
         digests = _cache_digests(erased_nodes, chunks)
@@ -879,14 +881,16 @@ def erase(gm: Graphmem, *, person: str | None = None, source: str | None = None,
                 naming.append(node.key)
     TRACKER.forget(store, gone)
     gone_keys = gone | {n.key for n in incidents}
-    rewritten = 0
+    rewritten = dropped = 0
     for path in _checkpoint_files(gm):
         try:
             data = _read_checkpoint(path)
-        except GraphmemError:
-            continue  # unreadable: it cannot be restored from either
+        except GraphmemError:  # no rollback can use it, and what it holds cannot be sorted out: it goes
+            path.unlink(missing_ok=True)
+            dropped += 1
+            continue
         before = json.dumps(data, sort_keys=True)
-        data["nodes"] = [d for d in data["nodes"] if d["key"].split("@v")[0] not in gone_keys
+        data["nodes"] = [d for d in data["nodes"] if memory_of(d["key"]) not in gone_keys
                          and not (d["key"].startswith("incident:") and who.contributed(d["props"]))]
         kept = {d["key"] for d in data["nodes"]}
         data["rels"] = [d for d in data["rels"] if (d["src"] in kept or not d["src"].startswith((PREFIX, "incident:")))
@@ -913,6 +917,7 @@ def erase(gm: Graphmem, *, person: str | None = None, source: str | None = None,
              "nodes_removed": removed.removed_nodes, "rels_removed": removed.removed_rels,
              "chunks_removed": removed.removed_chunks, "nodes_scrubbed": scrubbed,
              "cache_entries_removed": cache_removed, "checkpoints_rewritten": rewritten,
+             "damaged_checkpoints_removed": dropped,
              "files_not_compacted": len(not_compacted)}
     log = lifecycle_dir(gm) / "erasures.jsonl"
     log.parent.mkdir(parents=True, exist_ok=True)

@@ -175,7 +175,13 @@ def memory_key(key: str) -> str:
 
 
 def version_key(mkey: str, version: int) -> str:
+    """``memory:<key>@v<N>``: the record of version N, and how answers cite that version."""
     return f"{mkey}{_VERSION_MARK}{version}"
+
+
+def memory_of(key: str) -> str:
+    """The memory a key belongs to: ``memory:<key>`` for ``memory:<key>@v<N>`` (other keys as they are)."""
+    return key.split(_VERSION_MARK)[0]
 
 
 def is_version_key(key: str) -> bool:
@@ -522,11 +528,6 @@ def _close_memory(store: GraphStore, main: Node, why: str, status: Status, *, at
     return current
 
 
-def cite(key: str, version: int) -> str:
-    """How a memory version is cited: ``memory:<key>@v<N>`` (``get_memory_provenance`` resolves it)."""
-    return version_key(key, version)
-
-
 def _contradict(store: GraphStore, rec: MemoryVersion, *, at: str) -> list[str]:
     """Close the memories ``rec`` contradicts and flag each pair; returns their citations.
 
@@ -542,12 +543,12 @@ def _contradict(store: GraphStore, rec: MemoryVersion, *, at: str) -> list[str]:
     if rec.subject:
         targets += [n for n in store.iter_nodes([NodeKind.MEMORY]) if not is_version_key(n.key)
                     and n.props.get("subject") == rec.subject]
-    mine = cite(rec.key, rec.version)
+    mine = version_key(rec.key, rec.version)
     closed: list[str] = []
     for node in targets:
         if node.key == rec.key or node.valid_to is not None or node.props.get("memory_kind") != rec.kind.value:
             continue
-        old = cite(node.key, int(node.props.get("version") or 0))
+        old = version_key(node.key, int(node.props.get("version") or 0))
         how = f"replaced by {mine}" if rec.replaces == node.key else f"contradicted by {mine} (same subject)"
         _close_memory(store, node, how, Status.CONTRADICTED, at=at, props={"contradicted_by": mine})
         closed.append(old)
@@ -821,7 +822,7 @@ def _below_replacements(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     top: list[dict[str, Any]] = []
     for d in items:
         by = d.get("contradicted_by") or d.get("consolidated_into")
-        by_key = str(by).split(_VERSION_MARK)[0] if by else None
+        by_key = memory_of(str(by)) if by else None
         (after.setdefault(by_key, []) if by_key in index and by_key != d["key"] else top).append(d)
     out: list[dict[str, Any]] = []
 
@@ -886,7 +887,7 @@ def list_memories(store: GraphStore, *, kinds: Iterable[str] | None = None, quer
         item["relevance"] = round(lifecycle.relevance(node, rules, at), 6)
         out.append((score, item["in_force"], item["relevance"], rec.valid_from or rec.created_at, item))
     out.sort(key=lambda t: t[:4], reverse=True)
-    items = _below_replacements([{**d, "score": round(t[0], 3)} if words else d for t in out for d in (t[4],)])
+    items = _below_replacements([{**t[4], "score": round(t[0], 3)} if words else t[4] for t in out])
     items = items[:limit]
     if track:
         lifecycle.note_use(store, [d["key"] for d in items if d["in_force"]], at=at)

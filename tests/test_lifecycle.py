@@ -526,6 +526,19 @@ def test_the_lifecycle_commands(tmp_path: Path, embedder: Any, capsys: pytest.Ca
                           (("checkpoint", "start"), "exists")):
         code, out, err = run(*args)
         assert code == 1 and message in err and len(err.strip().splitlines()) == 1, (args, err)
-    code, out, err = run("erase", "--source", "agent:bot", "--yes")
-    assert code == 0 and "erased 1 memories" in out, err
+    # A damaged checkpoint file is listed with what is wrong and refused, one line; nothing changes.
+    (home / "acme" / "lifecycle" / "checkpoints" / "broken.json").write_text('{"format": 1, "nodes": [{"key": ')
+    (home / "acme" / "lifecycle" / "checkpoints" / "other.json").write_bytes(b"\xff\xfe\x00binary")
+    listed = {c["name"]: c for c in json.loads(run("checkpoints", "--json")[1])["checkpoints"]}
+    assert "cannot be read" in listed["broken"]["error"] and "cannot be read" in listed["other"]["error"]
+    before = run("list", "--json")[1]
+    for name in ("broken", "other"):
+        code, out, err = run("rollback", "--to", name)
+        assert code == 1 and "cannot be read" in err and len(err.strip().splitlines()) == 1, err
+    assert run("list", "--json")[1] == before
+    readable = {name for name, c in listed.items() if "error" not in c}
+    code, out, err = run("erase", "--source", "agent:bot", "--yes", "--json")
+    assert code == 0 and json.loads(out)["memories"] == 1, err
+    assert json.loads(out)["damaged_checkpoints_removed"] == 2  # it may hold what was erased; no rollback can use it
+    assert {c["name"] for c in json.loads(run("checkpoints", "--json")[1])["checkpoints"]} == readable
     assert json.loads(run("pin", "ci/flaky-0", "--json")[1]) == {"key": "memory:ci/flaky-0", "pinned": True}
