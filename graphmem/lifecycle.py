@@ -563,15 +563,17 @@ def memory_nodes(store: GraphStore) -> list[Node]:
             if _memory_derived(n)]
 
 
-def _delete(store: GraphStore, nodes: list[Node]) -> Any:
-    """Delete ``nodes`` with their relationships and chunks. The protocol deletes by source path,
-    and a node closed by a withdrawal has given its sources up, so each such node first takes its
-    own source path back (its validity unchanged)."""
+def _delete(store: GraphStore, nodes: list[Node], also: Iterable[str] = ()) -> Any:
+    """Delete ``nodes`` with their relationships and chunks, and whatever else comes from the
+    source paths ``also``, in one withdrawal. The protocol deletes by source path, and a node closed
+    by a withdrawal has given its sources up, so each such node first takes its own source path
+    back (its validity unchanged)."""
     sourceless = [n for n in nodes if not n.sources]
     if sourceless:
         store.upsert([Node(n.key, n.name, n.provenance, {}, valid_from=n.valid_from, valid_to=n.valid_to)
                       for n in sourceless])
-    return store.remove_sources({s for n in nodes for s in n.sources} | {n.provenance.source_path for n in nodes})
+    return store.remove_sources({s for n in nodes for s in n.sources} | {n.provenance.source_path for n in nodes}
+                                | set(also))
 
 
 def snapshot(store: GraphStore) -> dict[str, Any]:
@@ -809,20 +811,19 @@ def _cache_digests(nodes: Iterable[Node], chunks: Iterable[Chunk]) -> set[int]:
     return out
 
 
-def _purge_sqlite(path: Path, digests: set[int] | None) -> int:
-    """Delete cached vectors by digest (``None``: delete nothing), then rewrite the file and empty
-    its write-ahead log so no freed page keeps erased bytes."""
+def _purge_sqlite(path: Path, table: str | None = None, column: str = "", values: Iterable[Any] = ()) -> int:
+    """Delete the rows of ``table`` whose ``column`` is one of ``values`` (a cache's entries), then
+    rewrite the file and empty its write-ahead log so no freed page keeps erased bytes."""
     db = sqlite3.connect(path, timeout=60, isolation_level=None)
     try:
         removed = 0
-        if digests:
-            has = db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='vectors'").fetchone()
-            if has:
-                ids = sorted(digests)
-                for start in range(0, len(ids), 500):
-                    part = ids[start:start + 500]
-                    removed += db.execute(f"DELETE FROM vectors WHERE digest IN ({','.join('?' * len(part))})",
-                                          part).rowcount
+        wanted = sorted(set(values))
+        if table and wanted and db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?",
+                                           (table,)).fetchone():
+            for start in range(0, len(wanted), 500):
+                part = wanted[start:start + 500]
+                removed += db.execute(f"DELETE FROM {table} WHERE {column} IN ({','.join('?' * len(part))})",
+                                      part).rowcount
         db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         db.execute("VACUUM")
         db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -840,6 +841,7 @@ def erase(gm: Graphmem, *, person: str | None = None, source: str | None = None,
     A memory any version of which they wrote goes whole, with every version (later versions may
     restate it), as does a consolidated memory that holds one. Removed: the nodes, their
     relationships and chunks, their vectors and BM25 entries, their vectors in the embedding caches,
+    what an LLM extracted from their incidents (facts, cached answers, enrichment records),
     and their copies in every checkpoint (a checkpoint file that cannot be read is removed); the
     person's name is taken out of the memories kept
     (reviewer fields, observations). The SQLite files under the project and the caches are
@@ -848,6 +850,8 @@ def erase(gm: Graphmem, *, person: str | None = None, source: str | None = None,
 
     Not reached: files outside graphmem's home, and on Neo4j the database's own files and
     transaction logs until Neo4j reuses or prunes them."""
+    from graphmem.enrich import STATE_SHARDS, collect_units, load_state, save_state
+
     who = _selector(person, source)
     at = to_iso(now) if now else now_iso()
     store = gm.store
@@ -864,10 +868,20 @@ def erase(gm: Graphmem, *, person: str | None = None, source: str | None = None,
                 break
             gone |= more
         erased_nodes = [n for n in mem_nodes if memory_of(n.key) in gone] + incidents
-        paths = {p for n in erased_nodes for p in (*n.sources, n.provenance.source_path)}
         chunks = store.get_chunks([n.key for n in erased_nodes])
         digests = _cache_digests(erased_nodes, chunks)
-        removed = _delete(store, erased_nodes)
+        # What an LLM read in their incidents (graphmem.enrich): its facts, answers and records.
+        units = [u for u in collect_units(store, kinds=["incident"], min_chars=0)
+                 if u.source_key in {n.key for n in incidents}]
+        # One withdrawal: the embedded store forgets the sources of relationships a node deletion
+        # took only for the paths withdrawn, so the LLM's paths go with the nodes they read.
+        removed = _delete(store, erased_nodes, {u.path for u in units})
+        if units:
+            state = load_state(store)
+            for u in units:
+                state.pop(u.id, None)
+            save_state(store, state, STATE_SHARDS)
+        paths = {p for n in erased_nodes for p in (*n.sources, n.provenance.source_path)} | {u.path for u in units}
         scrubbed = 0
         naming = []  # what others wrote about them stays: their text is not this person's contribution
         for node in store.iter_nodes([NodeKind.MEMORY, NodeKind.INCIDENT], include_closed=True):
@@ -905,10 +919,14 @@ def erase(gm: Graphmem, *, person: str | None = None, source: str | None = None,
             rewritten += 1
     index = gm.sync_indexes().as_dict()
     cache_removed, not_compacted = 0, []
-    for folder in (gm.cache_dir / "embeddings", lifecycle_dir(gm).parent):
+    purges: list[tuple[Path, str | None, str, Iterable[Any]]] = [
+        (gm.cache_dir / "embeddings", "vectors", "digest", digests),  # vectors of texts and names
+        (gm.cache_dir / "llm", "answers", "text_hash", [u.text_hash for u in units]),  # what an LLM answered
+        (lifecycle_dir(gm).parent, None, "", ())]  # the embedded graph: only its freed pages
+    for folder, table, column, values in purges:
         for path in sorted(folder.glob("*.sqlite")) if folder.is_dir() else []:
             try:
-                cache_removed += _purge_sqlite(path, digests)
+                cache_removed += _purge_sqlite(path, table, column, values)
             except sqlite3.Error as exc:  # another process holds it: the rows are gone, its free pages not yet
                 not_compacted.append(f"{path.name}: {exc}")
     entry = {"at": at, "by": by, "selector": who.kind,

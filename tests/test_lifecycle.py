@@ -10,8 +10,10 @@ from __future__ import annotations
 import json
 import math
 import sqlite3
+import time
 import zipfile
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -20,10 +22,13 @@ import pytest
 
 from graphmem import lifecycle, memory
 from graphmem.api import Graphmem
-from graphmem.config import Settings
+from graphmem.config import LLMSettings, Settings
+from graphmem.enrich import enrich, load_state
 from graphmem.errors import GraphmemError, ModelError
 from graphmem.lifecycle import LifecyclePolicy
+from graphmem.mcp_server import Service
 from graphmem.model import Node, Provenance, to_iso
+from tests.llm_double import ChatDouble, naming
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=timezone.utc)
 
@@ -113,9 +118,7 @@ def test_uses_are_written_in_batches_and_decay_orders_memories(gm: Graphmem) -> 
     assert rel[used] == pytest.approx(math.exp(-policy.decay_per_day * 29), rel=1e-5)
     assert rel[idle] == pytest.approx(math.exp(-policy.decay_per_day * 30), rel=1e-5)
 
-    # Forty days on the idle one is read (get_memory_provenance counts as a use) and overtakes it.
-    memory.get_memory_provenance(store, idle, track=True)
-    lifecycle.TRACKER.forget(store)  # that use was stamped with the real clock; note one in simulated time
+    # Forty days on the idle one is used twice and overtakes it.
     lifecycle.note_use(store, [idle], at=day(40), policy=policy)
     lifecycle.note_use(store, [idle], at=day(40), policy=policy)
     lifecycle.flush_uses(store, policy=policy)
@@ -127,6 +130,23 @@ def test_uses_are_written_in_batches_and_decay_orders_memories(gm: Graphmem) -> 
     assert store.get_node(idle).props["relevance"] == pytest.approx(  # type: ignore[union-attr]
         math.exp(-policy.decay_per_day), rel=1e-5)
 
+    # What the MCP tools return counts as used (on the real clock): search_memory, get_memory_provenance,
+    # get_node and search; memories only, and pending ones never.
+    gm.sync_indexes()
+    service = Service(gm.settings, gm.project)
+    service._gm = gm
+    tools = memory.MemoryTools(service)
+    assert keys(tools.search_memory(query="deploys weekdays")["memories"]) == [used]
+    tools.get_memory_provenance(idle)
+    service.get_node(convention)
+    service.get_node("service:billing")
+    hits = service.search("structured fields f-strings logging", mode="bm25", k=3)["results"]
+    assert hits[0]["key"] == convention
+    assert lifecycle.flush_uses(store) == 3
+    counts = {k: store.get_node(k).props.get("use_count") for k in (used, idle, convention)}  # type: ignore[union-attr]
+    assert counts == {used: 2, idle: 3, convention: 2}
+    assert "use_count" not in store.get_node("service:billing").props  # type: ignore[union-attr]
+
 
 def test_a_full_buffer_is_written_by_a_thread_of_its_own(gm: Graphmem) -> None:
     store = gm.store
@@ -134,12 +154,11 @@ def test_a_full_buffer_is_written_by_a_thread_of_its_own(gm: Graphmem) -> None:
     policy = LifecyclePolicy(flush_after_uses=3, flush_after_seconds=3600)
     for _ in range(3):
         lifecycle.note_use(store, [key], policy=policy)
-    for _ in range(200):  # the flush runs on its own thread; wait for its write
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # the flush runs on a thread of its own: wait for its write
         node = store.get_node(key)
         if node is not None and node.props.get("use_count") == 3:
             break
-        import time
-
         time.sleep(0.05)
     assert store.get_node(key).props.get("use_count") == 3  # type: ignore[union-attr]
 
@@ -415,6 +434,12 @@ def test_erasure_leaves_no_trace_of_the_person(gm: Graphmem, tmp_path: Path) -> 
                                     at=day(0)).key
     memory.approve(store, decision, DANA, at=day(1))  # they reviewed it
     gm.sync_indexes()
+    # An LLM (the local double) reads their incident: an entity named from it, its answer cached.
+    with ChatDouble(naming([("Zebrafishprotocol", "technology")])) as double:
+        llm = LLMSettings(base_url=double.url, model="double", backoff=0.01)
+        enriched = enrich(store, replace(gm.settings, llm=llm), kinds=["incident"])
+    entity = f"entity:technology:{SECRET_WORD}"
+    assert enriched.complete and store.get_node(entity) is not None
     lifecycle.checkpoint(gm, "with-dana", now=day(1))
     digests = {text_digest(document_text(c)) for c in store.get_chunks(theirs + ["incident:INC-901"])}
     assert len(digests) == 3
@@ -422,6 +447,7 @@ def test_erasure_leaves_no_trace_of_the_person(gm: Graphmem, tmp_path: Path) -> 
 
     report = lifecycle.erase(gm, person=DANA.upper(), by="privacy-officer", now=day(2))
     assert report["memories"] == 3 and report["incidents"] == 1 and report["chunks_removed"] == 3
+    assert store.get_node(entity) is None and load_state(store) == {}
     assert report["checkpoints_rewritten"] == 1 and report["cache_entries_removed"] >= 3
 
     # The graph: no node, relationship or chunk of theirs, nothing naming them.
