@@ -16,8 +16,15 @@ extracted from the repository follow the repository (an ingest opens and closes 
 - **Time to live** per kind: a sweep closes (never deletes) a memory whose version in force is
   older than its kind's TTL, with its validity ending at the expiry, not at the sweep.
 - **Dedup on write** (:func:`find_duplicate`): see its docstring for the similarity used and why.
-- **Consolidation**: a cluster of similar memories (same kind, subject and mentions) becomes one
-  memory holding every original text; the originals close as ``consolidated`` and cite it.
+- **Consolidation**: a cluster of similar memories (same kind and linked keys) becomes one memory
+  holding every original text; the originals close as ``consolidated`` and cite it.
+- **Contradictions** (:func:`graphmem.memory.update_memory`'s ``subject`` and ``replaces``) close
+  the older memory as ``contradicted``.
+
+Links between memories (``consolidated_into``, ``consolidates``, ``contradicts``,
+``contradicted_by``) are properties holding version citations (``memory:<key>@v<N>``), not
+relationships: closing a node closes its relationships ("a fact about a node that no longer holds
+cannot hold either"), and these links must outlive the memory they point from.
 - **Checkpoints** snapshot every memory-derived node, relationship and chunk (ids included) in a
   JSON file beside the project's indexes; a rollback replaces the memory-derived part of the graph
   with a snapshot and syncs the indexes, so keys, relationships and chunk ids are as they were.
@@ -40,7 +47,7 @@ import time
 import weakref
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -111,11 +118,11 @@ class LifecyclePolicy:
         if unknown:
             raise ModelError(f"evergreen_kinds names unknown kinds {sorted(unknown)}; one of {sorted(kinds)}")
         object.__setattr__(self, "evergreen_kinds", frozenset(self.evergreen_kinds))
-        pairs = sorted((dict(self.ttl_days) if isinstance(self.ttl_days, Mapping) else dict(self.ttl_days)).items())
+        pairs = sorted(dict(self.ttl_days).items())
         for kind, days in pairs:
             if kind not in kinds:
                 raise ModelError(f"ttl_days names unknown kind {kind!r}; one of {sorted(kinds)}")
-            if not (isinstance(days, (int, float)) and math.isfinite(days) and days > 0):
+            if isinstance(days, bool) or not (isinstance(days, (int, float)) and math.isfinite(days) and days > 0):
                 raise ModelError(f"the time to live of {kind} must be a number of days > 0, not {days!r}")
         object.__setattr__(self, "ttl_days", tuple((k, float(d)) for k, d in pairs))
         for name in ("dedup_threshold", "consolidate_threshold"):
