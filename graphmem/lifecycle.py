@@ -290,6 +290,17 @@ def flush_uses(store: GraphStore, *, policy: LifecyclePolicy = DEFAULT_POLICY) -
     return TRACKER.flush(store, policy=policy)
 
 
+def cite_replaced(store: GraphStore, hits: list[dict[str, Any]], keys: Iterable[str]) -> None:
+    """Add to each search hit on a memory in ``keys`` the citations of the memories it contradicted
+    (``contradicts``) or merged (``consolidates``): their version records, readable with ``get_node``."""
+    nodes = store.get_nodes([k for k in keys if k.startswith(PREFIX)])
+    for hit in hits:
+        node = nodes.get(hit["key"])
+        for name in ("contradicts", "consolidates"):
+            if node is not None and node.props.get(name):
+                hit[name] = [str(x) for x in node.props[name]]
+
+
 def pin_memory(store: GraphStore, key: str, pinned: bool = True) -> dict[str, Any]:
     """Pin (or unpin) a memory: a pinned memory neither decays, expires nor merges into another."""
     mkey = memory_key(key)
@@ -1060,6 +1071,7 @@ __all__ = [
     "SweepReport",
     "add_lifecycle_commands",
     "checkpoint",
+    "cite_replaced",
     "consolidate",
     "erase",
     "erasure_digest",

@@ -212,9 +212,11 @@ class Service:
             hit["untrusted_text"] = _clip(hit.pop("text"), lim.passage_chars)
             hit["untrusted_name"] = hit.pop("name", "")
             hit["agent_written"] = hit["provenance"].get("extractor") in AGENT_EXTRACTORS
-        from graphmem.lifecycle import note_use
+        from graphmem.lifecycle import cite_replaced, note_use
 
-        note_use(gm.store, [h["key"] for h in out["results"] if h["agent_written"] and not h.get("pending")])
+        memories = [h["key"] for h in out["results"] if h["agent_written"] and not h.get("pending")]
+        cite_replaced(gm.store, out["results"], memories)  # what a memory contradicted or merged, cited
+        note_use(gm.store, memories)
         if bootstrap is not None:
             out["bootstrap"] = bootstrap
         analysis = out.get("analysis") or {}

@@ -308,6 +308,13 @@ def test_a_contradiction_closes_the_older_memory_and_flags_the_pair(gm: Graphmem
     assert both[0]["contradicts"] == [f"{old.key}@v1"] and both[1]["contradicted_by"] == f"{new.key}@v1"
     gm.sync_indexes()
     assert gm.query("AppendBatch at most entries", mode="bm25", k=5).keys[0] == new.key
+    # Over MCP, search shows the one in force citing the one it closed, whose record get_node reads.
+    service = Service(gm.settings, gm.project)
+    service._gm = gm
+    hit = service.search("AppendBatch at most entries", mode="bm25", k=5)["results"][0]
+    assert hit["key"] == new.key and hit["contradicts"] == [f"{old.key}@v1"]
+    record = service.get_node(f"{old.key}@v1")["node"]
+    assert record["valid_to"] == day(3) and "500 entries" in json.dumps(record)
     # Another kind on the same subject, or the same key written again, contradicts nothing.
     lesson = memory.update_memory(store, "ledger/limit-lesson", "AppendBatch limits changed twice in 2026", "agent",
                                   "lesson", subject="ledger/batch-limit", at=day(4))
