@@ -214,9 +214,9 @@ class Service:
             hit["agent_written"] = hit["provenance"].get("extractor") in AGENT_EXTRACTORS
         from graphmem.lifecycle import cite_replaced, note_use
 
-        memories = [h["key"] for h in out["results"] if h["agent_written"] and not h.get("pending")]
-        cite_replaced(gm.store, out["results"], memories)  # what a memory contradicted or merged, cited
-        note_use(gm.store, memories)
+        written = [h["key"] for h in out["results"] if h["agent_written"] and not h.get("pending")]
+        cite_replaced(gm.store, out["results"], written)  # what a memory contradicted or merged, cited
+        note_use(gm.store, written)  # memories count as used (other keys are ignored)
         if bootstrap is not None:
             out["bootstrap"] = bootstrap
         analysis = out.get("analysis") or {}
