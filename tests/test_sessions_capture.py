@@ -22,7 +22,8 @@ from graphmem.sessions.retention import EvictionReason, RawStore, RetentionConfi
 
 FIXTURES = Path(__file__).parent / "fixtures" / "sessions"
 CLAUDE = FIXTURES / "claude" / "-home-dev-acme" / "7c1e9a52-3b4d-4f6e-9a10-2c3d4e5f6a7b.jsonl"
-CODEX = FIXTURES / "codex" / "2026" / "05" / "30" / "rollout-2026-05-30T09-12-44-5d2f8b61-7a3c-4e9d-b2f1-0c4a6e8d1f37.jsonl"
+CODEX = (FIXTURES / "codex" / "2026" / "05" / "30"
+         / "rollout-2026-05-30T09-12-44-5d2f8b61-7a3c-4e9d-b2f1-0c4a6e8d1f37.jsonl")
 GENERIC = FIXTURES / "generic" / "agent-runs.jsonl"
 PLANTED = ("Zq9-hunter2x", "AKIAIOSFODNN7EXAMPLE", "sk_live_51HqLyjWDarjtT1zdp7dcXYZab12")
 

@@ -419,7 +419,8 @@ class GenericParser:
         elif kind is EventKind.RESULT:
             text = str(record.get("text") or record.get("output") or "")
             error = str(record.get("error") or "") or (text if failed else "")
-            batch.add(str(sid), make_event(kind, ok=not failed, text=text, error=error, **common))  # type: ignore[arg-type]
+            result = make_event(kind, ok=not failed, text=text, error=error, **common)  # type: ignore[arg-type]
+            batch.add(str(sid), result)
             if not failed:
                 for sha in commits_in(text):
                     batch.add(str(sid), make_event(EventKind.COMMIT, commit=sha, **common))  # type: ignore[arg-type]

@@ -197,9 +197,10 @@ class SessionIngest:
         known: list[str] = list((cur or {}).get("sessions") or []) if start else []
         single = known[0] if known and flavour in _SINGLE_SESSION else None
         batch = parse(path, flavour, start, single)
-        if start and any(session_key(flavour, sid) not in self.raw.index and sid not in (cur or {}).get("outside", [])
-                         for sid in batch.events):
-            # A session whose raw body was evicted: read the transcript whole again.
+        if start and any(not self.raw.index.get(session_key(flavour, sid), {}).get("digested")
+                         and sid not in (cur or {}).get("outside", []) for sid in batch.events):
+            # A session whose raw body was evicted, or whose last write stopped before its digest:
+            # read the transcript whole again rather than append to a body that is gone or partial.
             start, batch = 0, parse(path, flavour, 0)
         report.files_read += 1
         report.bytes_read += batch.end - start
@@ -265,7 +266,8 @@ def sessions_status(gm: Graphmem, retention: RetentionConfig | None = None, *, r
         "digests": digests, "transcripts_tracked": len(cursors),
         "raw": {"bodies": len(raw.index), "bytes": used,
                 "undigested": sorted(k for k, e in raw.index.items() if not e.get("digested")),
-                "soft_cap_used": round(used / config.soft_bytes, 4), "hard_cap_used": round(used / config.hard_bytes, 4),
+                "soft_cap_used": round(used / config.soft_bytes, 4),
+                "hard_cap_used": round(used / config.hard_bytes, 4),
                 "folder": str(raw.dir)},
         "caps": config.as_dict(),
         "evicted": {"total": len(evictions), "bytes": sum(int(e.get("bytes") or 0) for e in evictions),

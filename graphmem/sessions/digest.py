@@ -269,7 +269,8 @@ def deterministic_digest(f: SessionFacts) -> Digest:
     gotchas = []
     for e in f.errors:
         if e.resolved and len(gotchas) < MAX_LISTED:
-            how = ", ".join([f"editing {_rel(p, f.cwd)}" for p in e.fix_files[:5]] + [f"running {c[:80]}" for c in e.fix_commands[-2:]])
+            how = ", ".join([f"editing {_rel(p, f.cwd)}" for p in e.fix_files[:5]]
+                            + [f"running {c[:80]}" for c in e.fix_commands[-2:]])
             gotchas.append(f"{e.signature} from {e.command[:80] or e.tool or 'a call'}"
                            + (f": got past it by {how}" if how else ": passed on a later run"))
     return Digest(f.task, approach, outcome, files, errors, list(dict.fromkeys(gotchas)), list(f.decisions))

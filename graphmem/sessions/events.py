@@ -131,7 +131,8 @@ _PLACEHOLDERS = (
     (re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.IGNORECASE), "<id>"),
     (re.compile(r"\b0x[0-9a-fA-F]+\b"), "<hex>"),
     (re.compile(r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,}\b"), "<hex>"),
-    (re.compile(r"\"[^\"\n]{0,300}\"|'[^'\n]{0,300}'|`[^`\n]{0,300}`|‘[^’\n]{0,300}’|“[^”\n]{0,300}”"), "<str>"),
+    (re.compile(r"\"[^\"\n]{0,300}\"|'[^'\n]{0,300}'|`[^`\n]{0,300}`"
+                r"|‘[^’\n]{0,300}’|“[^”\n]{0,300}”"), "<str>"),
     (re.compile(r"(?:[A-Za-z]:)?(?:~|\.{1,2})?(?:[/\\][\w.@+-]+){2,}[/\\]?|\b[\w.-]+(?:[/\\][\w.@+-]+)+"), "<path>"),
     (re.compile(r"\b[\w-]+\.(?:py|js|ts|tsx|go|rs|java|rb|c|h|cpp|json|toml|yaml|yml|md|txt|lock|cfg|ini)\b"),
      "<path>"),

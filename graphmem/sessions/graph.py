@@ -15,6 +15,7 @@ ingest wrote.
 
 from __future__ import annotations
 
+import json
 import posixpath
 import re
 from dataclasses import dataclass
@@ -180,6 +181,7 @@ def write_session(store: GraphStore, facts: SessionFacts, digest: Digest, *, tra
         "model": facts.model or None, "agent": facts.agent or None, "outcome": facts.outcome.value,
         "prompts": facts.prompts, "replies": facts.replies, "tool_calls": facts.tool_calls,
         "errors": len(facts.errors), "error_fingerprints": fingerprints, "unresolved_fingerprints": unresolved,
+        "error_details": _error_details(facts),
         "commands": facts.commands[:50], "files_edited": facts.files_edited[:200], "files_read": facts.files_read[:200],
         "commits": facts.commits, "sidechain_events": facts.sidechain_events, "transcript": transcript,
         "agent_written": True, **digest.as_props(),
@@ -200,6 +202,29 @@ def write_session(store: GraphStore, facts: SessionFacts, digest: Digest, *, tra
     return SessionWrite(key, {k: ways for k, (ways, _) in touched.items()})
 
 
+def _error_details(facts: SessionFacts) -> list[str]:
+    """One JSON object per distinct error fingerprint (the resolved occurrence first): signature,
+    command, whether the session got past it and how. Kept on the node because raw bodies age out,
+    and a pattern detector groups these across sessions and flavours (see :func:`session_errors`)."""
+    best: dict[str, Any] = {}
+    for err in facts.errors:
+        if err.fingerprint and (err.fingerprint not in best or (err.resolved and not best[err.fingerprint].resolved)):
+            best[err.fingerprint] = err
+    return [json.dumps({k: v for k, v in e.as_dict().items() if k != "message"} | {"message": e.message[:300]},
+                       sort_keys=True) for e in list(best.values())[:50]]
+
+
+def session_errors(node: Node) -> list[dict[str, Any]]:
+    """The errors a session node records (``error_details``), as dicts."""
+    out = []
+    for item in node.props.get("error_details") or []:
+        try:
+            out.append(json.loads(str(item)))
+        except ValueError:
+            continue
+    return out
+
+
 def _iso(value: str | None) -> str | None:
     try:
         return to_iso(value) if value else None
@@ -207,4 +232,5 @@ def _iso(value: str | None) -> str | None:
         return None
 
 
-__all__ = ["CHUNK_KIND", "EXTRACTOR", "CommitIndex", "SessionWrite", "display_path", "session_key", "write_session"]
+__all__ = ["CHUNK_KIND", "EXTRACTOR", "CommitIndex", "SessionWrite", "display_path", "session_errors", "session_key",
+           "write_session"]
