@@ -316,6 +316,7 @@ def test_default_folders_keep_the_sessions_of_this_project(template_home: Path, 
         report = ingest(gm, tmp_path / "sessions", None)
         assert report.sessions == ["session:claude-code:0a0a0a0a-1111-4222-8333-444455556666"]
         assert report.outside_root == [CODEX_KEY] and gm.store.get_node(CODEX_KEY) is None
+        assert report.files_read == 1  # the other project's rollout was only peeked at
         assert "edited" in touched(gm, report.sessions[0])[HANDLER]
         again = ingest(gm, tmp_path / "sessions", None)
         assert (again.files_unchanged, again.sessions, again.outside_root) == (2, [], [])

@@ -51,6 +51,19 @@ def test_each_format_is_recognised_and_bad_lines_are_named_and_skipped() -> None
     assert generic.end == GENERIC.stat().st_size and set(generic.events) == {"aider-0529", "ci-bot-17"}
 
 
+def test_an_overlong_line_is_skipped_and_reading_goes_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from graphmem.sessions import adapters
+
+    monkeypatch.setattr(adapters, "MAX_LINE_BYTES", 2000)
+    log = tmp_path / "big.jsonl"
+    lines = [{"session": "s", "kind": "prompt", "text": "first"}, {"session": "s", "kind": "reply", "text": "y" * 5000},
+             {"session": "s", "kind": "reply", "text": "after the big one"}]
+    log.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    batch = parse(log, Flavour.GENERIC)
+    assert [e.text for e in batch.events["s"]] == ["first", "after the big one"]
+    assert any("line 2" in p and "longer than" in p for p in batch.problems) and batch.end == log.stat().st_size
+
+
 def test_binary_and_foreign_files_are_not_transcripts(tmp_path: Path) -> None:
     binary = tmp_path / "blob.jsonl"
     binary.write_bytes(bytes(range(256)) * 40)

@@ -75,7 +75,7 @@ def read_lines(path: Path, start: int, problems: list[str]) -> Iterator[tuple[in
             if not raw.endswith(b"\n"):
                 if len(raw) > MAX_LINE_BYTES:
                     problems.append(f"{path.name}: line {number} from offset {offset} is longer than "
-                                    f"{MAX_LINE_BYTES // 2**20} MiB: skipped")
+                                    f"{MAX_LINE_BYTES:,} bytes: skipped")
                     rest = handle.readline()
                     while rest and not rest.endswith(b"\n"):
                         rest = handle.readline()
@@ -129,6 +129,23 @@ def detect_flavour(path: Path) -> Flavour | None:
     except OSError:
         return None
     return None
+
+
+def peek_setting(path: Path, flavour: Flavour, lines: int = 50) -> tuple[str | None, str | None]:
+    """``(working folder, session id)`` from the first records of a one-session transcript, without
+    reading the rest: enough to leave out a session of another project cheaply."""
+    problems: list[str] = []
+    sid = path.stem if flavour is Flavour.CLAUDE_CODE else None
+    for n, _, record in read_lines(path, 0, problems):
+        payload = record.get("payload") if isinstance(record.get("payload"), dict) else {}
+        if flavour is Flavour.CODEX and record.get("type") == "session_meta" and isinstance(payload.get("id"), str):
+            sid = payload["id"]
+        cwd = record.get("cwd") if flavour is Flavour.CLAUDE_CODE else payload.get("cwd")
+        if isinstance(cwd, str) and cwd:
+            return cwd, sid or CodexParser(path).session
+        if n >= lines:
+            break
+    return None, sid
 
 
 # --- what tools did -----------------------------------------------------------------------------

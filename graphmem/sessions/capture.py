@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from extractors.policy import secret_reason
-from graphmem.sessions.adapters import detect_flavour, parse
+from graphmem.sessions.adapters import detect_flavour, parse, peek_setting
 from graphmem.sessions.digest import deterministic_digest, llm_digest, session_facts
 from graphmem.sessions.events import Event, Flavour
 from graphmem.sessions.graph import CommitIndex, display_path, session_key, write_session
@@ -190,6 +190,13 @@ class SessionIngest:
                                    "(or binary): skipped")
             cursors[name] = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "flavour": None, "offset": 0}
             return
+        if only_root and flavour in _SINGLE_SESSION and not (cur or {}).get("sessions"):
+            cwd, sid = peek_setting(path, flavour)
+            if cwd and not _inside(cwd, only_root):  # another project's session: not read further
+                report.outside_root.append(session_key(flavour, sid or path.stem))
+                cursors[name] = {"flavour": flavour.value, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns,
+                                 "offset": 0, "outside_cwd": cwd}
+                return
         start = 0
         if cur and cur.get("offset") and stat.st_size >= cur["offset"] \
                 and _prefix_hash(path, cur["offset"]) == cur.get("prefix_hash"):
