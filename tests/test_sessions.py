@@ -288,9 +288,15 @@ def test_the_hook_never_fails_the_agent_and_the_commands_report(template_home: P
                         (json.dumps(hook), ["--home", str(tmp_path / "empty"), "--project", "acme", "sessions"])):
         result = runner.invoke(cli, [*args, "ingest", "--hook"], input=stdin)
         assert result.exit_code == 0 and result.exception is None
+    # Codex's notify passes its JSON as the last argument, without a transcript: the default folders are read.
+    monkeypatch.setenv("HOME", str(tmp_path / "user"))
+    notified = runner.invoke(cli, [*base, "ingest", "--hook", json.dumps({"type": "agent-turn-complete"})])
+    assert notified.exit_code == 0 and notified.exception is None
     status = runner.invoke(cli, [*base, "status", "--json"])
     data = json.loads(status.stdout)
     assert status.exit_code == 0 and data["sessions"] == 1 and data["raw"]["bodies"] == 1
+    text = runner.invoke(cli, [*base, "status"])
+    assert text.exit_code == 0 and "1 sessions (claude-code 1)" in text.stdout and "evicted: 0" in text.stdout
     assert main(["--home", str(home), "--project", "acme", "sessions", "ingest", str(tmp_path / "nope")]) == 1
     assert main(["--home", str(home), "--project", "acme", "sessions", "ingest", "--soft-cap", "9GB",
                  "--hard-cap", "1GB", str(CODEX)]) == 1

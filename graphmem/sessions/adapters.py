@@ -58,7 +58,7 @@ class Batch:
 
 
 def read_lines(path: Path, start: int, problems: list[str]) -> Iterator[tuple[int, int, dict[str, Any]]]:
-    """``(line number from the offset, end offset, record)`` for each usable line from ``start``.
+    """``(line number counted from ``start``, end offset, record)`` for each usable line from ``start``.
 
     Problems are appended to ``problems``; the last end offset yielded is where a next read begins
     (a partial last line is never yielded, and skipped lines still move the offset on).
@@ -67,6 +67,7 @@ def read_lines(path: Path, start: int, problems: list[str]) -> Iterator[tuple[in
         handle.seek(start)
         offset = start
         number = 0
+        after = f" after byte {start:,}" if start else ""
         while True:
             raw = handle.readline(MAX_LINE_BYTES + 1)
             if not raw:
@@ -74,7 +75,7 @@ def read_lines(path: Path, start: int, problems: list[str]) -> Iterator[tuple[in
             number += 1
             if not raw.endswith(b"\n"):
                 if len(raw) > MAX_LINE_BYTES:
-                    problems.append(f"{path.name}: line {number} from offset {offset} is longer than "
+                    problems.append(f"{path.name}: line {number}{after} is longer than "
                                     f"{MAX_LINE_BYTES:,} bytes: skipped")
                     rest = handle.readline()
                     while rest and not rest.endswith(b"\n"):
@@ -84,7 +85,7 @@ def read_lines(path: Path, start: int, problems: list[str]) -> Iterator[tuple[in
                         return
                     yield number, offset, {}
                     continue
-                problems.append(f"{path.name}: the last line (from offset {offset}) is incomplete: "
+                problems.append(f"{path.name}: the last line (from byte {offset:,}) is incomplete: "
                                 "left for the next run")
                 return
             offset += len(raw)
@@ -94,15 +95,15 @@ def read_lines(path: Path, start: int, problems: list[str]) -> Iterator[tuple[in
             try:
                 record = json.loads(line.decode("utf-8"))
             except UnicodeDecodeError:
-                problems.append(f"{path.name}: line {number} is not UTF-8: skipped")
+                problems.append(f"{path.name}: line {number}{after} is not UTF-8: skipped")
                 yield number, offset, {}
                 continue
             except ValueError:
-                problems.append(f"{path.name}: line {number} is not valid JSON: skipped")
+                problems.append(f"{path.name}: line {number}{after} is not valid JSON: skipped")
                 yield number, offset, {}
                 continue
             if not isinstance(record, dict):
-                problems.append(f"{path.name}: line {number} is not a JSON object: skipped")
+                problems.append(f"{path.name}: line {number}{after} is not a JSON object: skipped")
                 record = {}
             yield number, offset, record
 

@@ -190,15 +190,17 @@ def write_session(store: GraphStore, facts: SessionFacts, digest: Digest, *, tra
     header = f"Agent session {facts.flavour.value} {facts.session_id[:12]} ({day or 'undated'}" + (
         f", branch {facts.branch}" if facts.branch else "") + ")"
     text = digest.render(header, [_short(k) for k in sorted(touched) if not k.startswith("person:")][:60])
+    # Valid from the session's start, so the graph "as of" an earlier day shows what was worked on then.
     node = Node(key, f"{facts.flavour.value} session {facts.session_id[:12]}: {facts.task[:80]}".strip(": "),
-                prov, props)
+                prov, props, valid_from=started)
     rels = [Relationship(key, RelType.TOUCHED, dst, Provenance(source, EXTRACTOR, EXTRACTOR_VERSION, confidence=conf),
-                         {"how": ways}) for dst, (ways, conf) in sorted(touched.items())]
+                         {"how": ways}, valid_from=started) for dst, (ways, conf) in sorted(touched.items())]
     chunk = Chunk(key, 0, text, CHUNK_KIND, prov)
     when = to_iso(at) if at else None
-    store.upsert([node], [], [], at=when)
-    store.upsert([], rels, [chunk], at=when)
-    store.close_sources([source], at=when, keep=Keep.of([node], rels, [chunk]))
+    with store.atomic():
+        store.upsert([node], [], [], at=when)
+        store.upsert([], rels, [chunk], at=when)
+        store.close_sources([source], at=when, keep=Keep.of([node], rels, [chunk]))
     return SessionWrite(key, {k: ways for k, (ways, _) in touched.items()})
 
 
