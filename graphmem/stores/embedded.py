@@ -659,6 +659,10 @@ class EmbeddedStore(TraversalMixin):
                         graph.edges[i[0], i[2], i[1]]["r"] = r
                     for u, t, v in rel_deletes:
                         if graph.has_edge(u, v, key=t):
+                            # Sources outside ``paths`` (a call from another file into a deleted
+                            # function) must forget it too, or their withdrawal would look it up.
+                            for path in graph.edges[u, v, t]["r"].sources:
+                                self._rel_sources.get(path, set()).discard((u, t, v))
                             graph.remove_edge(u, v, key=t)
                     graph.remove_nodes_from(node_deletes)
                     for p in paths:  # kept elements still list these paths

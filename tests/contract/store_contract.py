@@ -234,6 +234,11 @@ class StoreContract:
         assert loaded.get_node("sym:billing/client.py::charge") is None
         counts = loaded.counts()
         assert counts.closed_nodes == 0 and counts.total_nodes == 8 and counts.total_rels == 7
+        # The call into the deleted function went with it, though it came from another file: that
+        # file's later withdrawal finds nothing of it left.
+        again = loaded.remove_sources(["billing/handlers.py"])
+        assert (again.removed_nodes, again.removed_rels) == (3, 3)  # the file's two, and its service's CONTAINS
+        assert loaded.counts().total_rels == 4
 
     def test_set_sources_replaces_source_lists(self, loaded: GraphStore, make_store: MakeStore) -> None:
         call = ("sym:billing/handlers.py::InvoiceHandler.post", "CALLS", "sym:billing/client.py::charge")
