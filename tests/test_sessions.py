@@ -22,6 +22,7 @@ from click.testing import CliRunner
 
 from graphmem.api import Graphmem
 from graphmem.config import LLMSettings, Settings
+from graphmem.mcp_server import Service
 from graphmem.model import NodeKind
 from graphmem.sessions.capture import SessionIngest, sessions_status
 from graphmem.sessions.graph import EXTRACTOR, session_errors
@@ -192,6 +193,11 @@ def test_which_sessions_touched_a_symbol_is_a_search_and_a_graph_question(gm: Gr
         assert sessions[0] == CLAUDE_KEY, (mode, keys)  # among the 10, before any other session
         only = gm.query("which agent sessions touched InvoiceHandler.post?", mode=mode, k=3, kinds=["session"]).keys
         assert only[0] == CLAUDE_KEY, (mode, only)
+    service = Service(gm.settings, gm.project)
+    service._gm = gm
+    answer = service.search("which agent sessions touched InvoiceHandler.post?", mode="bm25", k=3, kinds=["session"])
+    hit = answer["results"][0]
+    assert hit["key"] == CLAUDE_KEY and hit["agent_written"] is True and "InvoiceHandler.post" in hit["untrusted_text"]
     hits = gm.store.neighbors(HANDLER, rel_types=["TOUCHED"], direction="in")
     assert [h.node.key for h in hits] == [CLAUDE_KEY]
     if gm.settings.store == "neo4j":
