@@ -117,6 +117,32 @@ def test_planted_secrets_never_survive_normalisation() -> None:
     assert "[REDACTED:" in json.dumps([e.as_dict() for e in parse(CLAUDE, Flavour.CLAUDE_CODE).events[CLAUDE.stem]])
 
 
+def test_what_a_credentials_file_held_is_withheld_whichever_tool_read_it(tmp_path: Path) -> None:
+    from graphmem.sessions.adapters import reads_secret_file
+
+    def reads(command: str) -> bool:
+        return reads_secret_file(make_event(EventKind.TOOL, command=command))
+
+    assert reads("cat .env") and reads("head -n 3 config/prod.pem") and reads("grep DB_ services/.env")
+    assert not reads("cat README.md") and not reads("pytest -q") and not reads("tail -f logs/app.log")
+    claude = tmp_path / "c0ffee00-0000-4000-8000-000000000001.jsonl"
+    records = [
+        {"type": "assistant", "sessionId": "c", "timestamp": "2026-06-01T10:00:00Z", "message": {
+            "role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "Bash",
+                                              "input": {"command": "cat services/billing/.env"}}]}},
+        {"type": "user", "sessionId": "c", "timestamp": "2026-06-01T10:00:01Z", "message": {
+            "role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ADMIN_PASS=plainwords"}]}},
+    ]
+    claude.write_text("".join(json.dumps(r) + "\n" for r in records))
+    generic = tmp_path / "g.jsonl"
+    generic.write_text("".join(json.dumps(r) + "\n" for r in [
+        {"session": "g", "kind": "tool", "tool": "shell", "call_id": "x", "command": "grep ADMIN .env"},
+        {"session": "g", "kind": "result", "call_id": "x", "text": "ADMIN_PASS=plainwords"}]))
+    for path, flavour in ((claude, Flavour.CLAUDE_CODE), (generic, Flavour.GENERIC)):
+        stored = json.dumps([e.as_dict() for evs in parse(path, flavour).events.values() for e in evs])
+        assert "plainwords" not in stored and "[withheld" in stored, flavour
+
+
 def test_the_same_error_gets_one_fingerprint_across_sessions_and_agents() -> None:
     found = {}
     for path, flavour in ((CLAUDE, Flavour.CLAUDE_CODE), (CODEX, Flavour.CODEX), (GENERIC, Flavour.GENERIC)):

@@ -170,6 +170,20 @@ def patch_files(patch: str) -> list[str]:
     return [m.group("path") for m in _PATCH_FILE.finditer(patch)]
 
 
+# A command that prints a file: what it prints is the file.
+_PRINTS_FILE = re.compile(r"\b(?:cat|less|more|head|tail|bat|type|strings|xxd|base64|grep|rg|awk|sed|sort|diff)\b"
+                          r"([^|;&<>]*)")
+
+
+def reads_secret_file(event: Event) -> bool:
+    """Whether a tool call reads a credentials file (``Read .env``, ``cat ~/.ssh/id_rsa``): its
+    output is then withheld whatever it looks like, since redaction only catches what looks secret."""
+    if any(secret_reason(p) for p in event.files_read):
+        return True
+    return any(secret_reason(word.strip("'\"")) for m in _PRINTS_FILE.finditer(event.command)
+               for word in m.group(1).split() if not word.startswith("-"))
+
+
 def _text_of(content: Any) -> str:
     """Text of a message or tool result: a string, or a list of text / output_text blocks."""
     if isinstance(content, str):
@@ -237,7 +251,8 @@ class ClaudeCodeParser:
     ``sessionId``; a sub-agent's file under ``subagents/`` gets its own name)."""
 
     flavour = Flavour.CLAUDE_CODE
-    _SKIP_PROMPT = ("<command-name>", "<local-command-stdout>", "<command-message>", "Caveat:")
+    _SKIP_PROMPT = ("<command-name>", "<local-command-stdout>", "<command-message>", "Caveat:",
+                    "[Request interrupted", "This session is being continued from a previous conversation")
 
     def __init__(self, path: Path, session: str | None = None) -> None:
         self.session = session or path.stem
@@ -265,7 +280,7 @@ class ClaudeCodeParser:
             return
         content = message.get("content")
         if kind == "user":
-            if record.get("isMeta"):
+            if record.get("isMeta") or record.get("isCompactSummary"):
                 return
             blocks = content if isinstance(content, list) else [{"type": "text", "text": content}]
             for block in blocks:
@@ -294,7 +309,7 @@ class ClaudeCodeParser:
                 args = block.get("input") if isinstance(block.get("input"), dict) else {}
                 event = _tool_event(str(block.get("name") or "tool"), args, time=time,
                                     call_id=str(block.get("id") or ""), sidechain=side)
-                if any(secret_reason(p) for p in event.files_read):
+                if reads_secret_file(event):
                     self._secret_calls.add(event.call_id)
                 batch.add(self.session, event)
 
@@ -383,8 +398,7 @@ class CodexParser:
                 args = parsed if isinstance(parsed, dict) else {"input": args}
             name = str(payload.get("name") or ("shell" if item == "local_shell_call" else "tool"))
             event = _tool_event(name, args if isinstance(args, dict) else {}, time=time, call_id=call)
-            if any(secret_reason(p) for p in event.files_read) or re.search(
-                    r"\b(?:cat|less|head|tail|more)\b[^|;&]*(?:\.env\b|id_rsa|\.pem\b|credentials)", event.command):
+            if reads_secret_file(event):
                 self._secret_calls.add(call)
             batch.add(self._sid(), event)
         elif item in ("function_call_output", "custom_tool_call_output", "local_shell_call_output"):
@@ -410,6 +424,7 @@ class GenericParser:
     def __init__(self, path: Path, session: str | None = None) -> None:
         self.path = path
         self.session = session
+        self._secret_calls: set[str] = set()
 
     def feed(self, record: dict[str, Any], batch: Batch) -> None:
         sid = record.get("session")
@@ -437,6 +452,8 @@ class GenericParser:
         elif kind is EventKind.RESULT:
             text = str(record.get("text") or record.get("output") or "")
             error = str(record.get("error") or "") or (text if failed else "")
+            if common["call_id"] and common["call_id"] in self._secret_calls:
+                text, error = WITHHELD, WITHHELD if failed else ""
             result = make_event(kind, ok=not failed, text=text, error=error, **common)  # type: ignore[arg-type]
             batch.add(str(sid), result)
             if not failed:
@@ -447,6 +464,8 @@ class GenericParser:
             event = make_event(kind, tool=record.get("tool") or "tool", command=record.get("command") or "",
                                files_read=paths("files"), files_edited=paths("edited"), text=record.get("text") or "",
                                **common)
+            if reads_secret_file(event):
+                self._secret_calls.add(event.call_id)
         elif kind is EventKind.COMMIT:
             sha = str(record.get("commit") or "").strip().lower()
             if not re.fullmatch(r"[0-9a-f]{7,40}", sha):
