@@ -131,7 +131,8 @@ def test_what_a_credentials_file_held_is_withheld_whichever_tool_read_it(tmp_pat
             "role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "Bash",
                                               "input": {"command": "cat services/billing/.env"}}]}},
         {"type": "user", "sessionId": "c", "timestamp": "2026-06-01T10:00:01Z", "message": {
-            "role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ADMIN_PASS=plainwords"}]}},
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ADMIN_PASS=plainwords"}]}},
     ]
     claude.write_text("".join(json.dumps(r) + "\n" for r in records))
     generic = tmp_path / "g.jsonl"
