@@ -144,6 +144,16 @@ def test_what_a_credentials_file_held_is_withheld_whichever_tool_read_it(tmp_pat
         assert "plainwords" not in stored and "[withheld" in stored, flavour
 
 
+def test_huge_outputs_keep_a_bounded_redacted_excerpt_and_the_error_at_their_end() -> None:
+    from graphmem.sessions.events import ERROR_CHARS, OUTPUT_CHARS
+
+    output = "x" * 500_000 + "\nexport AWS_ACCESS_KEY_ID=AKIAIOSFODNN7EXAMPLE\nValueError: bad batch 42\n"
+    event = make_event(EventKind.RESULT, ok=False, text=output, error=output)
+    assert len(event.text) <= OUTPUT_CHARS and len(event.error) <= ERROR_CHARS
+    assert event.error.endswith("ValueError: bad batch 42") and event.signature == "ValueError: bad batch <n>"
+    assert "AKIA" not in event.error and "[REDACTED:" in event.error
+
+
 def test_the_same_error_gets_one_fingerprint_across_sessions_and_agents() -> None:
     found = {}
     for path, flavour in ((CLAUDE, Flavour.CLAUDE_CODE), (CODEX, Flavour.CODEX), (GENERIC, Flavour.GENERIC)):

@@ -84,12 +84,19 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _clean(value: Any, limit: int) -> str:
-    """Text of a field, redacted, then bounded (redaction first: a cut must not split a secret)."""
+# Of a huge output only this much is redacted: far more than any field keeps, so the cut (which may
+# split a secret) lies in the part the final clip drops.
+SCAN_CHARS = 65_536
+
+
+def _clean(value: Any, limit: int, *, tail: bool = False) -> str:
+    """Text of a field, redacted, then bounded to ``limit`` from its start (or end, with ``tail``)."""
     if value is None:
         return ""
     text = value if isinstance(value, str) else str(value)
-    return _clip(redact(text.strip())[0], limit)
+    text = (text[-SCAN_CHARS:] if tail else text[:SCAN_CHARS]).strip()
+    clean = redact(text)[0]
+    return _tail(clean, limit) if tail else _clip(clean, limit)
 
 
 def make_event(kind: EventKind, *, time: str | None = None, text: Any = "", tool: Any = "", call_id: Any = "",
@@ -97,7 +104,7 @@ def make_event(kind: EventKind, *, time: str | None = None, text: Any = "", tool
                ok: bool | None = None, error: Any = "", commit: str = "", sidechain: bool = False,
                meta: dict[str, Any] | None = None) -> Event:
     """An event with every text field redacted and bounded; a failed result gets its fingerprint."""
-    err = _clean(_tail(error, ERROR_CHARS * 4) if isinstance(error, str) else error, ERROR_CHARS * 4)
+    err = _clean(error, ERROR_CHARS * 4, tail=True)
     sig = error_signature(err) if err else ""
     return Event(
         kind=kind, time=time, text=_clean(text, OUTPUT_CHARS if kind is EventKind.RESULT else TEXT_CHARS),
