@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import json
+import select
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -13,6 +15,7 @@ import click
 from graphmem.errors import GraphmemError
 
 HOOK_INPUT_BYTES = 1 << 20  # a hook's JSON on stdin is small; more is not a hook's
+HOOK_INPUT_WAIT_S = 2.0
 
 
 def _retention(soft_cap: str | None, hard_cap: str | None, max_age_days: float | None) -> Any:
@@ -33,11 +36,21 @@ def _cap_options(func: Callable[..., Any]) -> Callable[..., Any]:
                              "$GRAPHMEM_SESSIONS_SOFT_CAP or 256MiB).")(func)
 
 
+def _stdin_ready(timeout: float = HOOK_INPUT_WAIT_S) -> bool:
+    """Whether stdin has input (or its end) within ``timeout``: a caller that leaves stdin open and
+    writes nothing must not hang the agent waiting on the hook."""
+    try:
+        fd = sys.stdin.fileno()
+    except (OSError, ValueError, io.UnsupportedOperation):
+        return True  # not a file descriptor (a test runner's buffer): reading cannot block
+    return bool(select.select([fd], [], [], timeout)[0])
+
+
 def _hook_input(args: tuple[str, ...]) -> tuple[list[Path] | None, str | None]:
     """The transcript a hook names: Claude Code sends JSON with ``transcript_path`` on stdin; Codex's
     ``notify`` passes its JSON as the last argument (without a path: the default folders are read)."""
     raw = next((a for a in reversed(args) if a.lstrip().startswith("{")), None)
-    if raw is None and not sys.stdin.isatty():
+    if raw is None and not sys.stdin.isatty() and _stdin_ready():
         raw = sys.stdin.read(HOOK_INPUT_BYTES)
     paths = [Path(a) for a in args if not a.lstrip().startswith("{")]
     if not raw or not raw.strip():
