@@ -8,6 +8,7 @@ the local HTTP server standing in for an LLM (tests/llm_double.py)."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -295,6 +296,13 @@ def test_the_hook_never_fails_the_agent_and_the_commands_report(template_home: P
                         (json.dumps(hook), ["--home", str(tmp_path / "empty"), "--project", "acme", "sessions"])):
         result = runner.invoke(cli, [*args, "ingest", "--hook"], input=stdin)
         assert result.exit_code == 0 and result.exception is None
+    # Behind another run holding the project's lock, the hook gives up after a while, still exit 0.
+    monkeypatch.setattr("graphmem.sessions.cli.HOOK_LOCK_WAIT_S", 0.3)
+    with (home / "acme" / "sessions" / "lock").open("a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        busy = runner.invoke(cli, [*base, "ingest", "--hook"],
+                             input=json.dumps({**hook, "transcript_path": str(CODEX)}))
+    assert busy.exit_code == 0 and "another sessions ingest is running" in busy.stderr
     # Codex's notify passes its JSON as the last argument, without a transcript: the default folders are read.
     monkeypatch.setenv("HOME", str(tmp_path / "user"))
     notified = runner.invoke(cli, [*base, "ingest", "--hook", json.dumps({"type": "agent-turn-complete"})])

@@ -17,6 +17,7 @@ import fcntl
 import hashlib
 import json
 import os
+import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from extractors.policy import secret_reason
+from graphmem.errors import GraphmemError
 from graphmem.sessions.adapters import detect_flavour, parse, peek_setting
 from graphmem.sessions.digest import deterministic_digest, llm_digest, session_facts
 from graphmem.sessions.events import Event, Flavour
@@ -130,10 +132,20 @@ class SessionIngest:
         self._cursor_path = self.dir / "cursors.json"
 
     @contextmanager
-    def locked(self) -> Iterator[None]:
+    def locked(self, timeout: float | None = None) -> Iterator[None]:
+        """Hold the project's sessions lock; wait at most ``timeout`` seconds (None: as long as it takes)."""
         self.dir.mkdir(parents=True, exist_ok=True)
         with (self.dir / "lock").open("a") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
+            deadline = None if timeout is None else time.monotonic() + timeout
+            while True:
+                try:
+                    fcntl.flock(handle, fcntl.LOCK_EX | (fcntl.LOCK_NB if deadline is not None else 0))
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:  # type: ignore[operator]
+                        raise GraphmemError(f"another sessions ingest is running on {self.dir} "
+                                            f"(waited {timeout:g} s); the next run reads these transcripts") from None
+                    time.sleep(0.1)
             try:
                 yield
             finally:
@@ -152,16 +164,17 @@ class SessionIngest:
                        encoding="utf-8")
         os.replace(tmp, self._cursor_path)
 
-    def run(self, paths: Iterable[Path] | None = None) -> IngestReport:
+    def run(self, paths: Iterable[Path] | None = None, *, lock_timeout: float | None = None) -> IngestReport:
         """Ingest ``paths`` (files or folders); without, the user's Claude Code and Codex folders,
-        keeping only sessions whose working folder lies in the project's root when it is known."""
+        keeping only sessions whose working folder lies in the project's root when it is known.
+        ``lock_timeout``: how long to wait for another run on the same project (None: until it ends)."""
         report = IngestReport()
         store = self.gm.store
         root = store.get_meta("root")
         only_root = root if paths is None else None
         sources = list(paths) if paths is not None else default_sources()
         commits = CommitIndex(store)
-        with self.locked():
+        with self.locked(lock_timeout):
             cursors = self._cursors()
             for path in transcripts(sources, report.problems):
                 report.files_seen += 1

@@ -16,6 +16,7 @@ from graphmem.errors import GraphmemError
 
 HOOK_INPUT_BYTES = 1 << 20  # a hook's JSON on stdin is small; more is not a hook's
 HOOK_INPUT_WAIT_S = 2.0
+HOOK_LOCK_WAIT_S = 10.0  # a hook behind a long manual run gives up; that run or the next reads the transcript
 
 
 def _retention(soft_cap: str | None, hard_cap: str | None, max_age_days: float | None) -> Any:
@@ -92,7 +93,7 @@ def sessions_cli(pass_context: Callable[[Any], Any], json_option: Callable[[Any]
                 chosen, note = _hook_input(paths)
                 if note:
                     click.echo(f"graphmem sessions: {note}", err=True)
-                report = _run(ctx, chosen, llm, soft_cap, hard_cap, max_age_days)
+                report = _run(ctx, chosen, llm, soft_cap, hard_cap, max_age_days, lock_timeout=HOOK_LOCK_WAIT_S)
             except Exception as exc:  # noqa: BLE001 - a hook must never fail the agent it runs for
                 click.echo(f"graphmem sessions: {type(exc).__name__}: {str(exc)[:300]}", err=True)
                 return
@@ -117,13 +118,13 @@ def sessions_cli(pass_context: Callable[[Any], Any], json_option: Callable[[Any]
                        + (" OVERFLOW: its raw body went before a digest existed" if e["overflow"] else ""))
 
     def _run(ctx: Any, paths: list[Path] | None, llm: bool | None, soft_cap: str | None, hard_cap: str | None,
-             max_age_days: float | None) -> Any:
+             max_age_days: float | None, lock_timeout: float | None = None) -> Any:
         from graphmem.sessions.capture import SessionIngest
 
         retention = _retention(soft_cap, hard_cap, max_age_days)
         gm = ctx.graphmem(ctx.existing_project())
         try:
-            return SessionIngest(gm, retention=retention, llm=llm).run(paths)
+            return SessionIngest(gm, retention=retention, llm=llm).run(paths, lock_timeout=lock_timeout)
         finally:
             gm.close()
 
