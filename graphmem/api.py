@@ -80,12 +80,15 @@ class Graphmem:
 
     @property
     def store(self) -> GraphStore:
-        if self._store is None:
+        if self._store is None or (self.settings.index == "neo4j" and self._indexes is None):
             with self._parts_lock:
                 if self._store is None:
                     from graphmem.stores import open_store
 
                     self._store = open_store(self.settings, self.project)
+                if self.settings.index == "neo4j" and self._indexes is None:
+                    # Server-side indexes ride on the store's chunk writes, from its first one.
+                    self._indexes = _server_indexes(self._store, self._embedder, self.cache_dir)
         return self._store
 
     @property
@@ -96,12 +99,14 @@ class Graphmem:
     def indexes(self) -> Indexes:
         if self._indexes is None:
             with self._parts_lock:
-                if self._indexes is None:
+                if self.settings.index == "neo4j":
+                    self.store  # opens the store with its server-side indexes
+                elif self._indexes is None:
                     from graphmem.retrieval.indexes import Indexes
 
                     self._indexes = Indexes(index_dir(self.settings, self.project), embedder=self._embedder,
                                             cache_dir=self.cache_dir)
-        return self._indexes
+        return self._indexes  # type: ignore[return-value]
 
     @property
     def reranker(self) -> Reranker | None:
@@ -283,6 +288,21 @@ def freshness(root: str | None, last_commit: str | None) -> dict[str, Any]:
     except GitError as exc:  # a repository git cannot read right now never fails a status report
         return {"head": None, "up_to_date": None, "dirty": None, "error": str(exc)}
     return {"head": head, "dirty": dirty, "up_to_date": head == last_commit and not dirty}
+
+
+def _server_indexes(store: GraphStore, embedder: Embedder | None, cache_dir: Path) -> Indexes:
+    """BM25 and vectors served by Neo4j (``GRAPHMEM_INDEX=neo4j``), attached to the store's writes."""
+    from graphmem.errors import ConfigError
+    from graphmem.retrieval.neo4j_index import Neo4jIndexes
+    from graphmem.stores.neo4j import Neo4jStore
+
+    if not isinstance(store, Neo4jStore):
+        raise ConfigError("GRAPHMEM_INDEX=neo4j serves the indexes from Neo4j itself: it needs the Neo4j store "
+                          "(--store neo4j); the embedded store uses the local indexes")
+    indexes = Neo4jIndexes(store, embedder=embedder, cache_dir=cache_dir)
+    indexes.ensure_schema()
+    indexes.attach()
+    return indexes  # type: ignore[return-value]  # the same interface as Indexes
 
 
 def _load_reranker(home: Path, project: str) -> Reranker | None:

@@ -21,7 +21,7 @@ import click
 
 from extractors.llm import SOURCE_KINDS as LLM_SOURCE_KINDS
 from graphmem import __version__
-from graphmem.config import STORES, Settings
+from graphmem.config import INDEX_MODES, STORES, Settings
 from graphmem.errors import GraphmemError
 from graphmem.model import NodeKind, check_project, parse_day, project_from_path
 from graphmem.retrieval.config import DEFAULT_MODE, PRESETS
@@ -231,11 +231,14 @@ def json_option(func: F) -> F:
 @click.option("--home", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Embedded store directory (default: $GRAPHMEM_HOME or ./.graphmem).")
 @click.option("--project", default=None, help="Project name (default: the ingested folder's name).")
+@click.option("--index", type=click.Choice(INDEX_MODES), default=None,
+              help="Where BM25 and vectors are served from: local files, or Neo4j's own indexes "
+                   "(neo4j store only; default: $GRAPHMEM_INDEX or local).")
 @click.version_option(__version__, prog_name="graphmem")
 @click.pass_context
-def cli(ctx: click.Context, store: str | None, home: Path | None, project: str | None) -> None:
+def cli(ctx: click.Context, store: str | None, home: Path | None, project: str | None, index: str | None) -> None:
     """graphmem: code, decisions, incidents and commits in one knowledge graph."""
-    ctx.obj = Context(Settings.from_env(store=store, home=home, project=project),
+    ctx.obj = Context(Settings.from_env(store=store, home=home, project=project, index=index),
                       home_given=home is not None or bool(os.environ.get("GRAPHMEM_HOME")))
 
 

@@ -9,6 +9,8 @@ from pathlib import Path
 from graphmem.errors import ConfigError
 
 STORES = ("embedded", "neo4j")
+# Where BM25 and vectors are served from: files beside the process, or Neo4j itself (neo4j store only).
+INDEX_MODES = ("local", "neo4j")
 DEFAULT_NEO4J_URI = "bolt://127.0.0.1:7687"
 # The password scripts/neo4j-local and docker-compose.yml give a server bound to 127.0.0.1; any real
 # deployment sets NEO4J_PASSWORD.
@@ -116,27 +118,33 @@ def find_home(start: str | Path | None = None) -> Path:
 
 @dataclass(slots=True)
 class Settings:
-    """Where the graph lives. ``store`` is ``embedded`` (default) or ``neo4j``."""
+    """Where the graph lives. ``store`` is ``embedded`` (default) or ``neo4j``; ``index`` is ``local``
+    (default: BM25 and vector files beside the process) or ``neo4j`` (served by Neo4j's own indexes)."""
 
     store: str = "embedded"
     home: Path = Path(".graphmem")
     project: str | None = None
     neo4j: Neo4jSettings = field(default_factory=Neo4jSettings)
     llm: LLMSettings = field(default_factory=LLMSettings)
+    index: str = "local"
 
     def __post_init__(self) -> None:
         if self.store not in STORES:
             raise ConfigError(f"unknown store {self.store!r}: choose one of {', '.join(STORES)}")
+        if self.index not in INDEX_MODES:
+            raise ConfigError(f"unknown index mode {self.index!r}: choose one of {', '.join(INDEX_MODES)}")
         self.home = Path(self.home).expanduser()
 
     @classmethod
     def from_env(cls, *, store: str | None = None, home: str | Path | None = None,
-                 project: str | None = None) -> Settings:
-        """Explicit arguments win over ``GRAPHMEM_STORE``, ``GRAPHMEM_HOME``, ``GRAPHMEM_PROJECT``."""
+                 project: str | None = None, index: str | None = None) -> Settings:
+        """Explicit arguments win over ``GRAPHMEM_STORE``, ``GRAPHMEM_HOME``, ``GRAPHMEM_PROJECT``,
+        ``GRAPHMEM_INDEX``."""
         return cls(
             store=store or os.environ.get("GRAPHMEM_STORE") or "embedded",
             home=Path(home or os.environ.get("GRAPHMEM_HOME") or find_home()),
             project=project or os.environ.get("GRAPHMEM_PROJECT") or None,
             neo4j=Neo4jSettings.from_env(),
             llm=LLMSettings.from_env(),
+            index=(index or os.environ.get("GRAPHMEM_INDEX") or "local").strip().lower(),
         )

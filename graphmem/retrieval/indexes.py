@@ -436,41 +436,13 @@ class Indexes:
         todo = sorted(cid for cid, d in digests.items() if have.get(cid) != d)
         vectors.remove([cid for cid in have if cid not in chunks])
         if todo:
-            vecs = self._embed([chunks[c] for c in todo], [texts[c] for c in todo], [digests[c] for c in todo],
-                               report, note)
+            vecs = embed_chunks(self.embedder, self.cache_dir, [chunks[c] for c in todo], [texts[c] for c in todo],
+                                [digests[c] for c in todo], report, note)
             vectors.add(todo, vecs, [digests[c] for c in todo])
         vectors.save(self.vectors_path)
         self._vectors_id = file_id(self.vectors_path)
         report.seconds = time.perf_counter() - started
         return report
-
-    def _embed(self, chunks: list[Chunk], texts: list[str], digests: list[int], report: SyncReport,
-               note: Progress) -> np.ndarray:
-        emb = self.embedder
-        cache = EmbeddingCache(self.cache_dir / "embeddings" / f"{_safe(emb.fingerprint())}.sqlite", emb.dim)
-        try:
-            known = cache.get_many(digests)
-            out = np.zeros((len(texts), emb.dim), dtype=np.float32)
-            missing = [i for i, d in enumerate(digests) if d not in known]
-            for i, d in enumerate(digests):
-                if d in known:
-                    out[i] = known[d]
-            report.from_cache = len(texts) - len(missing)
-            # Sorted by kind and length, so each small encode call pads about as little as one
-            # large call that sorts internally would.
-            missing.sort(key=lambda i: (chunks[i].kind, len(texts[i])))
-            for start in range(0, len(missing), EMBED_BATCH * 4):
-                part = missing[start:start + EMBED_BATCH * 4]
-                vecs = np.concatenate([
-                    emb.encode([texts[i] for i in piece], kinds=[chunks[i].kind for i in piece])
-                    for piece in (part[j:j + ENCODE_PART] for j in range(0, len(part), ENCODE_PART))])
-                out[part] = vecs
-                cache.put_many((digests[i], vecs[j]) for j, i in enumerate(part))
-                report.embedded += len(part)
-                note("embed", report.embedded, len(missing))
-            return out
-        finally:
-            cache.close()
 
     def verify(self, store: GraphStore) -> Consistency:
         """Compare the indexes with the store's chunks (ids, and text digests for the vectors)."""
@@ -495,6 +467,36 @@ class Indexes:
         result.missing_bm25 = sorted(set(digests) - bm25_ids)
         result.extra_bm25 = sorted(bm25_ids - set(digests))
         return result
+
+
+def embed_chunks(emb: Embedder, cache_dir: Path, chunks: list[Chunk], texts: list[str], digests: list[int],
+                 report: SyncReport, note: Progress) -> np.ndarray:
+    """Vectors of ``texts`` (the document texts of ``chunks``, with their digests): from the
+    embedding cache under ``cache_dir`` where known, else encoded and cached."""
+    cache = EmbeddingCache(cache_dir / "embeddings" / f"{_safe(emb.fingerprint())}.sqlite", emb.dim)
+    try:
+        known = cache.get_many(digests)
+        out = np.zeros((len(texts), emb.dim), dtype=np.float32)
+        missing = [i for i, d in enumerate(digests) if d not in known]
+        for i, d in enumerate(digests):
+            if d in known:
+                out[i] = known[d]
+        report.from_cache += len(texts) - len(missing)
+        # Sorted by kind and length, so each small encode call pads about as little as one
+        # large call that sorts internally would.
+        missing.sort(key=lambda i: (chunks[i].kind, len(texts[i])))
+        for start in range(0, len(missing), EMBED_BATCH * 4):
+            part = missing[start:start + EMBED_BATCH * 4]
+            vecs = np.concatenate([
+                emb.encode([texts[i] for i in piece], kinds=[chunks[i].kind for i in piece])
+                for piece in (part[j:j + ENCODE_PART] for j in range(0, len(part), ENCODE_PART))])
+            out[part] = vecs
+            cache.put_many((digests[i], vecs[j]) for j, i in enumerate(part))
+            report.embedded += len(part)
+            note("embed", report.embedded, len(missing))
+        return out
+    finally:
+        cache.close()
 
 
 def _safe(name: str) -> str:

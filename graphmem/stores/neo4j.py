@@ -130,11 +130,18 @@ def _plain(row: dict[str, Any]) -> bool:
 _UPSERT_CHUNKS = """
 UNWIND $rows AS row
 MERGE (c:Chunk {project: $project, id: row.id})
-SET c += row.props
+SET c += row.props%(vector)s
 WITH c, row
 MATCH (n:Node {project: $project, key: row.node_key})
 MERGE (n)-[:HAS_CHUNK]->(c)
 """
+# With server-side indexes: the chunk's vector, stored as float32 (half the size of a Cypher list).
+_CHUNK_VECTOR = """
+WITH c, row
+CALL db.create.setNodeVectorProperty(c, 'embedding', row.vector)"""
+
+# What server-side indexing adds to each chunk row: ``tokens``, ``digest`` and ``vector``, in order.
+ChunkFields = Callable[[list[Chunk]], list[dict[str, Any]]]
 
 # Withdrawing sources: the elements whose source_path is withdrawn, and the multi-source ones that
 # list it. Each row says what sources are left.
@@ -217,7 +224,13 @@ def _rel_from(src: str, typ: str, dst: str, props: dict[str, Any]) -> Relationsh
                         props.get("valid_from"), props.get("valid_to"), _sources_of(props))
 
 
+# A chunk's own properties, without what server-side indexing adds (a vector is 1.5 KB).
+_CHUNK = "c {" + ", ".join(f".{name}" for name in (
+    "id", "node_key", "ordinal", "text", "kind", "start_line", "end_line", *PROVENANCE_FIELDS)) + "}"
+
+
 def _chunk_from(props: dict[str, Any]) -> Chunk:
+    props = {k: v for k, v in props.items() if v is not None}  # the projection gives absent ones as null
     return Chunk(props["node_key"], props["ordinal"], props["text"], props["kind"],
                  Provenance.from_props(props), props.get("start_line"), props.get("end_line"), props["id"])
 
@@ -233,6 +246,7 @@ class Neo4jStore(TraversalMixin):
         self._batch_size = batch_size
         self._writers = writers
         self._owns_driver = owns_driver
+        self._chunk_fields: ChunkFields | None = None
 
     @classmethod
     def connect(cls, project: str, *, uri: str | None = None, username: str | None = None,
@@ -267,6 +281,12 @@ class Neo4jStore(TraversalMixin):
     @property
     def database(self) -> str | None:
         return self._database
+
+    def index_chunks_with(self, fields: ChunkFields | None) -> None:
+        """Server-side indexing: every chunk written from now on also gets what ``fields`` gives it
+        (its BM25 tokens, vector and index digest), in the transaction that writes the chunk, so the
+        indexes over those properties never disagree with the chunks (``None`` stops it)."""
+        self._chunk_fields = fields
 
     def close(self) -> None:
         if self._owns_driver:
@@ -413,13 +433,20 @@ class Neo4jStore(TraversalMixin):
                         for r in part:
                             by_type.setdefault(r.type.value, []).append({"src": r.src, "dst": r.dst, **row(r)})
                         yield Job(1 + round_no, rel_jobs(by_type), frozenset(g))
+        fields = self._chunk_fields
+        statement = _UPSERT_CHUNKS % {"vector": _CHUNK_VECTOR if fields else ""}
         for part in self._batches(batch.chunks):
             rows = [{
                 "id": c.id, "node_key": c.node_key,
                 "props": {"node_key": c.node_key, "ordinal": c.ordinal, "kind": c.kind, "text": c.text,
                           "start_line": c.start_line, "end_line": c.end_line, **stamp(c.provenance).as_props()},
             } for c in part]
-            yield Job(1 + len(_LANE_ROUNDS), lambda tx, rows=rows: tx.run(_UPSERT_CHUNKS, project=project,
+            if fields:  # computed here, on the thread building jobs, while writers run earlier ones
+                for row, extra in zip(rows, fields(part)):
+                    row["props"].update(index_tokens=extra["tokens"], index_digest=extra["digest"],
+                                        index_project=project)
+                    row["vector"] = extra["vector"]
+            yield Job(1 + len(_LANE_ROUNDS), lambda tx, rows=rows: tx.run(statement, project=project,
                                                                           rows=rows).consume())
 
     def _pipeline(self, jobs: Iterator[Job]) -> None:
@@ -615,17 +642,17 @@ class Neo4jStore(TraversalMixin):
         return (_rel_from(r["src"], r["type"], r["dst"], r["p"]) for r in rows)
 
     def iter_chunks(self) -> Iterator[Chunk]:
-        rows = self._read("MATCH (c:Chunk {project: $project}) RETURN properties(c) AS p ORDER BY c.id")
+        rows = self._read("MATCH (c:Chunk {project: $project}) RETURN " + _CHUNK + " AS p ORDER BY c.id")
         return (_chunk_from(r["p"]) for r in rows)
 
     def get_chunks(self, node_keys: Iterable[str]) -> list[Chunk]:
         rows = self._read(
-            """UNWIND $keys AS k MATCH (c:Chunk {project: $project, node_key: k})
-               RETURN properties(c) AS p ORDER BY c.node_key, c.ordinal""", keys=sorted(set(node_keys)))
+            "UNWIND $keys AS k MATCH (c:Chunk {project: $project, node_key: k}) "
+            f"RETURN {_CHUNK} AS p ORDER BY c.node_key, c.ordinal", keys=sorted(set(node_keys)))
         return [_chunk_from(r["p"]) for r in rows]
 
     def get_chunks_by_id(self, ids: Iterable[int]) -> dict[int, Chunk]:
-        rows = self._read("UNWIND $ids AS i MATCH (c:Chunk {project: $project, id: i}) RETURN properties(c) AS p",
+        rows = self._read("UNWIND $ids AS i MATCH (c:Chunk {project: $project, id: i}) RETURN " + _CHUNK + " AS p",
                           ids=sorted(set(ids)))
         chunks = (_chunk_from(r["p"]) for r in rows)
         return {c.id: c for c in chunks}

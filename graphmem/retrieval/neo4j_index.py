@@ -1,0 +1,310 @@
+"""Server-side indexes (``GRAPHMEM_INDEX=neo4j``): BM25 and vectors served by Neo4j itself.
+
+Several graphmem processes over one Neo4j then share one copy of the indexes, always current:
+
+- each chunk node holds ``embedding`` (its vector, float32) and ``index_tokens`` (the tokens
+  ``graphmem.retrieval.tokenize`` gives the local BM25 index, joined by spaces), written by the
+  store in the transaction that writes the chunk (``Neo4jStore.index_chunks_with``); deleting or
+  replacing a chunk takes its index entries with it, and a failed transaction leaves neither;
+- a vector index (cosine, HNSW) serves ``embedding`` and a full-text index with the whitespace
+  analyzer serves ``index_tokens``, so identifiers split exactly as in the local BM25 index;
+- one query per retrieval list, filtered to the project inside that query.
+
+Both indexes are shared by every project of the database. The full-text query requires the
+project as a zero-weight clause, so it is exact per project. The vector index has no filter in
+Neo4j 5: a query asks it for enough neighbours to cover the project's share of the index and keeps
+the project's; should that leave too few, an exact scan of the project's chunks answers instead.
+
+Scoring differs from the local indexes in two details, measured in README.md: Lucene's BM25 uses
+k1 = 1.2 (graphmem's 1.5) with one-byte length norms and counts documents of every project in idf;
+the vector index reports cosine as (1 + cos) / 2, which is turned back into cos here.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from graphmem.errors import StoreError
+from graphmem.model import Chunk, Provenance
+from graphmem.retrieval.indexes import (
+    Consistency,
+    Progress,
+    SerialEmbedder,
+    SyncReport,
+    document_text,
+    embed_chunks,
+    text_digest,
+)
+from graphmem.retrieval.tokenize import tokenize
+
+if TYPE_CHECKING:
+    from graphmem.retrieval.embed import Embedder
+    from graphmem.stores.neo4j import Neo4jStore
+
+VECTOR_INDEX = "graphmem_chunk_embedding"
+TEXT_INDEX = "graphmem_chunk_tokens"
+# HNSW build parameters (Neo4j's defaults are m=16, ef_construction=100); see README.md for the
+# measured recall against exact search. Quantization is off: it cost recall on code chunks.
+HNSW_M = 16
+HNSW_EF_CONSTRUCTION = 100
+# Distinct query terms sent to Lucene: far below its 1,024-clause limit, far above any question.
+MAX_TERMS = 256
+# Neighbours asked of the vector index: at least this many beyond k (its search list is k wide, so
+# asking wider raises recall), at most MAX_FETCH (beyond that the exact scan is cheaper).
+MIN_EXTRA = 64
+MAX_FETCH = 5000
+SHARE_TTL = 30.0  # seconds between re-reads of the project's share of the vector index
+WRITE_BATCH = 500
+
+
+def _lucene_phrase(term: str) -> str:
+    """``term`` as a quoted Lucene phrase: only a backslash and a double quote need escaping."""
+    return '"' + term.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def text_query(project: str, text: str) -> str | None:
+    """The full-text query for ``text`` in ``project``: the project as a required, zero-weight
+    clause, and the distinct tokens of ``text`` (as the local BM25 index counts them), any of which
+    may match. ``None`` when ``text`` has no token."""
+    terms = list(dict.fromkeys(tokenize(text)))[:MAX_TERMS]
+    if not terms:
+        return None
+    return (f"+index_project:{_lucene_phrase(project)}^0 +("
+            + " ".join(f"index_tokens:{_lucene_phrase(t)}" for t in terms) + ")")
+
+
+_TEXT_SEARCH = """
+CALL db.index.fulltext.queryNodes($index, $lucene, {limit: $fetch}) YIELD node, score
+RETURN node.id AS id, score ORDER BY score DESC, id LIMIT $k
+"""
+
+_VECTOR_SEARCH = """
+CALL db.index.vector.queryNodes($index, $fetch, $vector) YIELD node, score
+WITH node, score WHERE node.project = $project
+RETURN node.id AS id, score ORDER BY score DESC, id LIMIT $k
+"""
+
+_VECTOR_SCAN = """
+MATCH (c:Chunk {project: $project}) WHERE c.embedding IS NOT NULL
+WITH c.id AS id, vector.similarity.cosine(c.embedding, $vector) AS score
+RETURN id, score ORDER BY score DESC, id LIMIT $k
+"""
+
+_SHARE = """
+CALL () { MATCH (c:Chunk) RETURN count(c) AS total }
+CALL () { MATCH (c:Chunk {project: $project}) RETURN count(c) AS mine }
+RETURN total, mine
+"""
+
+_BACKFILL = """
+UNWIND $rows AS row
+MATCH (c:Chunk {project: $project, id: row.id}) WHERE c.node_key = row.node_key AND c.text = row.text
+SET c.index_tokens = row.tokens, c.index_digest = row.digest, c.index_project = $project
+WITH c, row
+CALL db.create.setNodeVectorProperty(c, 'embedding', row.vector)
+"""
+
+_STATE = """
+MATCH (c:Chunk {project: $project})
+RETURN c.id AS id, c.node_key AS node_key, c.ordinal AS ordinal, c.kind AS kind, c.text AS text,
+       c.index_digest AS digest,
+       c.index_tokens IS NOT NULL AS tokens, c.embedding IS NOT NULL AS vector
+"""
+
+
+class TextSearch:
+    """BM25 over the chunks' tokens through the full-text index (what ``Indexes.bm25`` offers)."""
+
+    def __init__(self, owner: Neo4jIndexes) -> None:
+        self._owner = owner
+
+    def search(self, query: str, k: int = 10) -> list[tuple[int, float]]:
+        """The ``k`` best ``(chunk id, score)`` pairs, best first (ties by ascending id)."""
+        store = self._owner.store
+        lucene = text_query(store.project, query)
+        if lucene is None or k <= 0:
+            return []
+        # A few more than k, so that ties at the cut are broken by id as the local index does.
+        rows = store._read(_TEXT_SEARCH, index=TEXT_INDEX, lucene=lucene, fetch=k + 16, k=k)
+        return [(r["id"], float(r["score"])) for r in rows]
+
+
+class VectorSearch:
+    """Nearest chunks through the vector index (what ``Indexes.vectors`` offers)."""
+
+    def __init__(self, owner: Neo4jIndexes) -> None:
+        self._owner = owner
+
+    def search(self, query: np.ndarray, k: int) -> list[tuple[int, float]]:
+        """The ``k`` nearest chunk ids to a normalised query vector, best first, with cosine scores."""
+        if k <= 0:
+            return []
+        owner = self._owner
+        vector = np.asarray(query, dtype=np.float32).reshape(-1).tolist()
+        total, mine = owner.share()
+        if not mine:
+            return []
+        fetch = max(k + MIN_EXTRA, math.ceil(k * total / mine * 1.2))
+        rows: list[dict[str, Any]] = []
+        if fetch <= MAX_FETCH:
+            rows = owner.store._read(_VECTOR_SEARCH, index=VECTOR_INDEX, fetch=min(fetch, total), vector=vector, k=k)
+        if len(rows) < min(k, mine):  # the project's share was too small for the index to cover
+            rows = owner.store._read(_VECTOR_SCAN, vector=vector, k=k)
+        # Neo4j reports cosine similarity as (1 + cos) / 2.
+        return [(r["id"], 2.0 * float(r["score"]) - 1.0) for r in rows]
+
+
+class Neo4jIndexes:
+    """The server-side counterpart of ``graphmem.retrieval.indexes.Indexes`` for one project.
+
+    Attaching it to the store (``attach``) makes every chunk write carry its index entries; ``sync``
+    fills in chunks written without them (before the mode was switched on, or by another embedder).
+    Nothing is held locally but the embedding cache, so any number of processes can serve queries.
+    """
+
+    def __init__(self, store: Neo4jStore, *, embedder: Embedder | Callable[[], Embedder] | None = None,
+                 cache_dir: str | Path) -> None:
+        self.store = store
+        self.cache_dir = Path(cache_dir)
+        self._embedder_source = embedder
+        self._embedder: SerialEmbedder | None = None
+        self._lock = threading.RLock()
+        self._share: tuple[float, int, int] | None = None  # (read at, total chunks, project's)
+        self.bm25 = TextSearch(self)
+        self.vectors = VectorSearch(self)
+
+    # --- parts ----------------------------------------------------------------------------------
+
+    @property
+    def embedder(self) -> Embedder:
+        embedder = self._embedder
+        if embedder is None:
+            with self._lock:
+                if self._embedder is None:
+                    source = self._embedder_source
+                    if source is None:
+                        from graphmem.retrieval.embed import load_embedder
+
+                        made: Any = load_embedder()
+                    elif callable(source) and not hasattr(source, "encode"):
+                        made = source()
+                    else:
+                        made = source
+                    self._embedder = made if isinstance(made, SerialEmbedder) else SerialEmbedder(made)
+                embedder = self._embedder
+        return embedder  # type: ignore[return-value]
+
+    def ensure_schema(self) -> None:
+        """Create the vector and full-text indexes (idempotent); refuse a vector index of another
+        dimension (another embedder's), which would serve nothing."""
+        dim = self.embedder.dim
+        statements = [
+            f"""CREATE VECTOR INDEX {VECTOR_INDEX} IF NOT EXISTS FOR (c:Chunk) ON (c.embedding)
+                OPTIONS {{indexConfig: {{`vector.dimensions`: {int(dim)}, `vector.similarity_function`: 'cosine',
+                `vector.hnsw.m`: {HNSW_M}, `vector.hnsw.ef_construction`: {HNSW_EF_CONSTRUCTION},
+                `vector.quantization.enabled`: false}}}}""",
+            f"""CREATE FULLTEXT INDEX {TEXT_INDEX} IF NOT EXISTS FOR (c:Chunk) ON EACH [c.index_tokens, c.index_project]
+                OPTIONS {{indexConfig: {{`fulltext.analyzer`: 'whitespace', `fulltext.eventually_consistent`: false}}}}""",
+        ]
+        driver, database = self.store.driver, self.store.database
+        with driver.session(database=database) as session:
+            for statement in statements:
+                session.run(statement).consume()
+            rows = session.run("SHOW VECTOR INDEXES YIELD name, options WHERE name = $name RETURN options",
+                               name=VECTOR_INDEX).data()
+            session.run("CALL db.awaitIndexes(300)").consume()
+        have = rows[0]["options"]["indexConfig"].get("vector.dimensions") if rows else None
+        if have is not None and int(have) != dim:
+            raise StoreError(f"the Neo4j vector index {VECTOR_INDEX} holds {have}-dimensional vectors, but the "
+                             f"embedder {self.embedder.fingerprint()} makes {dim}: use the same embedder on "
+                             "every project of this database, or the local indexes")
+
+    def attach(self) -> None:
+        """Make the store write each chunk's index entries with the chunk, from now on."""
+        self.store.index_chunks_with(self.fields)
+
+    def digest(self, chunk_text: str) -> int:
+        """What ``index_digest`` holds for a chunk's document text: a digest of the text and of the
+        embedder, so a vector of another model counts as stale."""
+        return text_digest(f"{self.embedder.fingerprint()}\n{chunk_text}")
+
+    def fields(self, chunks: list[Chunk], report: SyncReport | None = None,
+               progress: Progress | None = None) -> list[dict[str, Any]]:
+        """Tokens, digest and vector of each chunk (vectors from the embedding cache where known)."""
+        texts = [document_text(c) for c in chunks]
+        vectors = embed_chunks(self.embedder, self.cache_dir, chunks, texts, [text_digest(t) for t in texts],
+                               report or SyncReport(), progress or (lambda stage, done, total: None))
+        return [{"tokens": " ".join(tokenize(text)), "digest": self.digest(text), "vector": vec.tolist()}
+                for text, vec in zip(texts, vectors)]
+
+    def share(self) -> tuple[int, int]:
+        """Chunks in the whole database and in this project (re-read every ``SHARE_TTL`` seconds)."""
+        now = time.monotonic()
+        known = self._share
+        if known is None or now - known[0] > SHARE_TTL:
+            row = self.store._read(_SHARE)[0]
+            known = self._share = (now, row["total"], row["mine"])
+        return known[1], known[2]
+
+    # --- the interface of Indexes -----------------------------------------------------------------
+
+    def refresh(self) -> bool:
+        """Nothing is loaded locally: the indexes are always the database's."""
+        return False
+
+    def reload(self) -> None:
+        self._share = None
+
+    def fork(self) -> Neo4jIndexes:
+        """Writes go to the database in transactions; a sync needs no private copy."""
+        return self
+
+    def adopt(self, other: Neo4jIndexes) -> None:
+        self._share = None
+
+    def _state(self) -> tuple[list[dict[str, Any]], dict[int, Chunk]]:
+        """Every chunk's index state, and the chunk itself (as far as indexing reads it)."""
+        rows = self.store._read(_STATE)
+        # Only what indexing reads: key, text and kind (the embedder may treat kinds apart).
+        return rows, {r["id"]: Chunk(r["node_key"], r["ordinal"], r["text"], r["kind"], Provenance("", ""),
+                                     id=r["id"]) for r in rows}
+
+    def sync(self, store: Neo4jStore | None = None, *, progress: Progress | None = None,
+             full: bool = False) -> SyncReport:
+        """Write index entries for the chunks that lack them or hold stale ones (``full``: all)."""
+        started = time.perf_counter()
+        report = SyncReport()
+        rows, chunks = self._state()
+        want = {cid: self.digest(document_text(c)) for cid, c in chunks.items()}
+        todo = [r for r in rows if full or r["digest"] != want[r["id"]] or not r["tokens"] or not r["vector"]]
+        report.added = sum(1 for r in todo if r["digest"] is None)
+        report.updated = len(todo) - report.added
+        for start in range(0, len(todo), WRITE_BATCH):
+            part = todo[start:start + WRITE_BATCH]
+            values = self.fields([chunks[r["id"]] for r in part], report, progress)
+            batch = [{"id": r["id"], "node_key": r["node_key"], "text": r["text"], **v} for r, v in zip(part, values)]
+            self.store._run(True, lambda tx, batch=batch: tx.run(_BACKFILL, project=self.store.project,
+                                                                 rows=batch).consume())
+        self._share = None
+        report.seconds = time.perf_counter() - started
+        return report
+
+    def verify(self, store: Neo4jStore | None = None) -> Consistency:
+        """Compare each chunk's index entries with its text (and the embedder)."""
+        result = Consistency()
+        rows, chunks = self._state()
+        want = {cid: self.digest(document_text(c)) for cid, c in chunks.items()}
+        result.chunks = len(rows)
+        result.vectors = sum(1 for r in rows if r["vector"])
+        result.bm25 = sum(1 for r in rows if r["tokens"])
+        result.missing_vectors = sorted(r["id"] for r in rows if not r["vector"])
+        result.missing_bm25 = sorted(r["id"] for r in rows if not r["tokens"])
+        result.stale_vectors = sorted(r["id"] for r in rows if r["vector"] and r["digest"] != want[r["id"]])
+        return result
