@@ -18,7 +18,7 @@ from eval.metrics import found_ranks
 from graphmem.api import Graphmem
 from graphmem.config import Settings
 from graphmem.errors import ConfigError, StoreError
-from graphmem.model import Chunk, Node, Provenance
+from graphmem.model import Chunk, Node, NodeKind, Provenance, RelType
 from graphmem.retrieval.config import PRESETS
 from graphmem.retrieval.fusion import reciprocal_rank_fusion
 from graphmem.retrieval.indexes import Indexes
@@ -149,6 +149,14 @@ def test_question_reading_finds_answer_kind_relations_and_ids() -> None:
     assert parse_question("Which class has the evolve method?", REF).asks_type
     assert parse_question("evolve is a method of which type?", REF).asks_type
     assert not parse_question("Which functions call evolve?", REF).asks_type
+    # "which sessions" asks for agent sessions, joined to what they touched, in a project that holds
+    # some; elsewhere the question is about the code ("which session class ..." asks for code).
+    text = "Which agent sessions touched InvoiceHandler.post?"
+    sessions = parse_question(text, REF, sessions=True)
+    assert sessions.answer_kinds == (NodeKind.SESSION,) and RelType.TOUCHED in sessions.rel_types
+    code = parse_question(text, REF)
+    assert code.answer_kinds == () and RelType.TOUCHED not in code.rel_types and RelType.MODIFIED in code.rel_types
+    assert parse_question("Which session class keeps cookies?", REF).answer_kinds[0] is NodeKind.SYMBOL
 
 
 # --- indexes kept in step with the graph ------------------------------------------------------------
@@ -269,6 +277,12 @@ def neo4j_module_store(neo4j_schema: Any) -> Iterator[Any]:
     store = Neo4jStore(neo4j_schema, f"acme-{uuid.uuid4().hex[:8]}", database=os.environ.get("NEO4J_DATABASE"))
     yield store
     store.drop_project()
+
+
+def test_a_project_without_sessions_reads_which_session_as_a_code_question(answered: tuple[Graphmem, dict]) -> None:
+    gm, _ = answered
+    analysis = gm.query("Which session object holds the billing client?", mode="hybrid", k=3).analysis
+    assert analysis["answer_kinds"] == [] and "TOUCHED" not in analysis["relationships"]
 
 
 def found_at(keys: list[str], gold: str) -> int | None:

@@ -214,7 +214,10 @@ class Retriever:
         text = text.strip()
         if not text:
             raise ModelError("empty question")
-        question = parse_question(text, now or self.now or datetime.now(timezone.utc))
+        # Only the graph list and fusion read the question, and the graph retriever's catalog says
+        # whether the project holds agent sessions.
+        sessions = "graph" in spec.retrievers and bool(self.graph_for(spec).catalog.by_kind.get(NodeKind.SESSION))
+        question = parse_question(text, now or self.now or datetime.now(timezone.utc), sessions=sessions)
         depth = spec.candidates
         wanted = {NodeKind(x) for x in kinds} if kinds else None
         keep = _filter(wanted, path_prefix)

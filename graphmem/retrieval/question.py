@@ -60,6 +60,13 @@ _REL_WORDS: list[tuple[re.Pattern[str], tuple[RelType, ...]]] = [
     (re.compile(r"\binherit|\bextend|\bsubclass|\bimplements? the interface", re.IGNORECASE), (RelType.INHERITS,)),
 ]
 
+# Agent sessions, read only in a project that holds some (elsewhere "which session" is an HTTP or
+# database session): the answer kind, and the one relationship that joins a session to what it
+# read, edited, committed or named.
+_SESSION_ANSWER = (re.compile(r"\b(which|what|list|show|find|name)\b[^?.]{0,25}?\b(sessions?|transcripts?)\b",
+                              re.IGNORECASE), (NodeKind.SESSION,))
+_SESSION_REL = (re.compile(r"\bsessions?\b|\btranscripts?\b", re.IGNORECASE), (RelType.TOUCHED,))
+
 # Kind words whose mention (without an identifier) makes every node of that kind a candidate seed.
 _KIND_WORDS: list[tuple[re.Pattern[str], NodeKind]] = [
     (re.compile(r"\bincidents?\b|\boutages?\b", re.IGNORECASE), NodeKind.INCIDENT),
@@ -269,19 +276,20 @@ def _main_clause(text: str) -> str:
     return "".join(out)
 
 
-def parse_question(text: str, now: datetime | None = None) -> Question:
-    """Read ``text`` (see the module docstring); ``now`` anchors "last month" and the like."""
+def parse_question(text: str, now: datetime | None = None, *, sessions: bool = False) -> Question:
+    """Read ``text`` (see the module docstring); ``now`` anchors "last month" and the like;
+    ``sessions``: the project holds agent sessions, so "which sessions ..." asks for them."""
     now = now or datetime.now(timezone.utc)
     q = Question(text=text)
     found: list[tuple[int, tuple[NodeKind, ...]]] = []
-    for pattern, kinds in _ANSWER_PATTERNS:
+    for pattern, kinds in _ANSWER_PATTERNS + ([_SESSION_ANSWER] if sessions else []):
         if m := pattern.search(text):
             found.append((m.start(2) if (m.lastindex or 0) >= 2 else m.start(), kinds))
     # The kind word named first is the answer: "which team owns the service ..." asks for a team.
     q.answer_kinds = min(found, key=lambda item: item[0])[1] if found else ()
     main = _main_clause(text)
     main_types: set[RelType] = set()
-    for pattern, types in _REL_WORDS:
+    for pattern, types in _REL_WORDS + ([_SESSION_REL] if sessions else []):
         if pattern.search(text):
             for t in types:
                 q.rel_types[t] = q.rel_types.get(t, 0.0) + 1.0
