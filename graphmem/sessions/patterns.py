@@ -421,14 +421,12 @@ class PatternCatalog:
         return data
 
     def patterns(self, statuses: set[PatternStatus] | None = None) -> list[dict[str, Any]]:
-        """Each pattern's current version with its status and review, sorted by id."""
+        """Each pattern's current version with its status and review, sorted by id. Every version
+        is read, so a damaged file is reported whichever patterns are asked for."""
         data = self.load()
-        out = []
-        for pid, entry in sorted(data["patterns"].items()):
-            if statuses and PatternStatus(entry["status"]) not in statuses:
-                continue
-            out.append(self._view(pid, entry, self.read_version(pid, entry["version"])))
-        return out
+        views = [self._view(pid, entry, self.read_version(pid, entry["version"]))
+                 for pid, entry in sorted(data["patterns"].items())]
+        return [v for v in views if not statuses or PatternStatus(v["status"]) in statuses]
 
     def _view(self, pid: str, entry: dict[str, Any], content: dict[str, Any]) -> dict[str, Any]:
         ev = content["evidence"]
@@ -552,10 +550,11 @@ class PatternCatalog:
                 raise PatternError(f"no pattern {pid[:60]!r} (patterns: {known}; `graphmem patterns review` lists them)")
             if entry["status"] == status.value:
                 raise PatternError(f"{pid} is already {status.value}")
+            content = self.read_version(pid, entry["version"])  # a damaged version is refused before any write
             entry.update(status=status.value, review={"by": reviewer, "at": at or now_iso(), "version": entry["version"],
                                                      **({"reason": why} if why else {})})
             self._save(data)
-            return self._view(pid, entry, self.read_version(pid, entry["version"]))
+            return self._view(pid, entry, content)
 
 
 def _meets(floor: Floor, evidence: dict[str, Any]) -> bool:
