@@ -842,14 +842,16 @@ def hooks_uninstall(path: Path) -> None:
 
 
 def _add_agent_commands() -> None:
-    """``graphmem memory``, ``graphmem context`` and ``graphmem sessions``, defined beside their libraries."""
+    """``graphmem memory``, ``context``, ``sessions`` and ``patterns``, defined beside their libraries."""
     from graphmem.context import context_cli
     from graphmem.memory import memory_cli
     from graphmem.sessions.cli import sessions_cli
+    from graphmem.sessions.patterns_cli import patterns_cli
 
     cli.add_command(memory_cli(pass_context, json_option))
     cli.add_command(context_cli(pass_context, json_option))
     cli.add_command(sessions_cli(pass_context, json_option))
+    cli.add_command(patterns_cli(pass_context, json_option))
 
 
 _add_agent_commands()
