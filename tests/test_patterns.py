@@ -345,6 +345,15 @@ def test_the_commands_detect_review_approve_reject_and_propose(cli_home: Path, t
     assert repo_state(repo) == before and (cli_home / "shop" / "patterns" / "proposals" / "AGENTS.md.diff").is_file()
     code, _, err = run(capsys, cli_home, "propose", "--repo", str(repo), "--distribute", "9,9,3")
     assert code == 0 and f"held back: {pid}" in err
+    # CLAUDE.md a link to AGENTS.md: one file, one proposal under its real name.
+    linked = tmp_path / "linked"
+    linked.mkdir()
+    (linked / "AGENTS.md").write_text("# Agents\n", encoding="utf-8")
+    (linked / "CLAUDE.md").symlink_to("AGENTS.md")
+    code, out, _ = run(capsys, cli_home, "propose", "--repo", str(linked), "--json")
+    result = json.loads(out)
+    assert code == 0 and [f["name"] for f in result["files"]] == ["AGENTS.md"] and len(result["linked"]) == 1
+    assert (linked / "AGENTS.md").read_text() == "# Agents\n" and (linked / "CLAUDE.md").is_symlink()
 
 
 @pytest.mark.parametrize("damage", ["not json", "list", "bad entry", "missing version", "bad version", "latin-1"])

@@ -48,6 +48,7 @@ from graphmem.sessions.retention import RawStore, RetentionConfig
 
 if TYPE_CHECKING:
     from graphmem.api import Graphmem
+    from graphmem.config import Settings
     from graphmem.stores.base import GraphStore
 
 CATALOG_FORMAT = 1
@@ -99,9 +100,8 @@ class Floor:
             raise ConfigError(f"{what} must be OCCURRENCES,SESSIONS,FLAVOURS such as 5,4,2, not {text!r}")
         return cls(*(int(p) for p in parts))
 
-    def met_by(self, evidence: Evidence) -> bool:
-        return (evidence.occurrences >= self.occurrences and len(evidence.sessions) >= self.sessions
-                and len(evidence.by_flavour) >= self.flavours)
+    def met_by(self, occurrences: int, sessions: int, flavours: int) -> bool:
+        return occurrences >= self.occurrences and sessions >= self.sessions and flavours >= self.flavours
 
     def as_dict(self) -> dict[str, int]:
         return {"occurrences": self.occurrences, "sessions": self.sessions, "flavours": self.flavours}
@@ -321,11 +321,11 @@ def pattern_id(fingerprint: str) -> str:
 # --- the catalog --------------------------------------------------------------------------------
 
 
-def patterns_dir(gm: Graphmem) -> Path:
+def patterns_dir(settings: Settings, project: str) -> Path:
     """``<project home>/patterns``, beside the project's sessions and indexes."""
     from graphmem.api import index_dir
 
-    return index_dir(gm.settings, gm.project).parent / "patterns"
+    return index_dir(settings, project).parent / "patterns"
 
 
 def _write_atomic(path: Path, text: str) -> None:
@@ -430,7 +430,8 @@ class PatternCatalog:
 
     def _view(self, pid: str, entry: dict[str, Any], content: dict[str, Any]) -> dict[str, Any]:
         ev = content["evidence"]
-        floors = {"promote": _meets(self.bar.promote, ev), "distribute": _meets(self.bar.distribute, ev)}
+        counts = (int(ev.get("occurrences") or 0), int(ev.get("sessions") or 0), len(ev.get("flavours") or {}))
+        floors = {"promote": self.bar.promote.met_by(*counts), "distribute": self.bar.distribute.met_by(*counts)}
         return {**content, "status": entry["status"], "review": entry.get("review"), "meets": floors,
                 "file": str(self.version_path(pid, entry["version"]))}
 
@@ -486,7 +487,7 @@ class PatternCatalog:
                 if self._write(data, pid, ev, current[pid], when):
                     report.updated.append(pid)
             for fp, ev in fresh:
-                if not self.bar.promote.met_by(ev):
+                if not self.bar.promote.met_by(ev.occurrences, len(ev.sessions), len(ev.by_flavour)):
                     report.below_floor += ev.occurrences > 1
                     continue
                 if len(data["patterns"]) >= self.bar.max_patterns:
@@ -547,20 +548,15 @@ class PatternCatalog:
             entry = data["patterns"].get(pid)
             if entry is None:
                 known = ", ".join(sorted(data["patterns"])[:10]) or "none"
-                raise PatternError(f"no pattern {pid[:60]!r} (patterns: {known}; `graphmem patterns review` lists them)")
+                raise PatternError(f"no pattern {pid[:60]!r} (patterns: {known}; "
+                                   "`graphmem patterns review --all` lists them)")
             if entry["status"] == status.value:
                 raise PatternError(f"{pid} is already {status.value}")
             content = self.read_version(pid, entry["version"])  # a damaged version is refused before any write
-            entry.update(status=status.value, review={"by": reviewer, "at": at or now_iso(), "version": entry["version"],
-                                                     **({"reason": why} if why else {})})
+            review = {"by": reviewer, "at": at or now_iso(), "version": entry["version"]}
+            entry.update(status=status.value, review={**review, **({"reason": why} if why else {})})
             self._save(data)
             return self._view(pid, entry, content)
-
-
-def _meets(floor: Floor, evidence: dict[str, Any]) -> bool:
-    return (int(evidence.get("occurrences") or 0) >= floor.occurrences
-            and int(evidence.get("sessions") or 0) >= floor.sessions
-            and len(evidence.get("flavours") or {}) >= floor.flavours)
 
 
 def detect(gm: Graphmem, bar: EvidenceBar | None = None, *, folder: Path | None = None,
@@ -570,7 +566,7 @@ def detect(gm: Graphmem, bar: EvidenceBar | None = None, *, folder: Path | None 
 
     raw = RawStore((sessions_folder or sessions_dir(gm)) / "raw", RetentionConfig())  # read only: no caps applied
     groups = gather(gm.store, raw)
-    report = PatternCatalog(folder or patterns_dir(gm), bar).update(groups, at=at)
+    report = PatternCatalog(folder or patterns_dir(gm.settings, gm.project), bar).update(groups, at=at)
     report.sessions = len({k for g in groups.values() for k in g.sessions})
     return report
 

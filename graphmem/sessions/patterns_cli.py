@@ -58,10 +58,9 @@ def patterns_cli(pass_context: Callable[[Any], Any], json_option: Callable[[Any]
     """The ``graphmem patterns`` group; ``pass_context`` and ``json_option`` are the CLI's shared decorators."""
 
     def catalog(ctx: Any, bar: Any = None) -> Any:
-        from graphmem.api import index_dir
-        from graphmem.sessions.patterns import PatternCatalog
+        from graphmem.sessions.patterns import PatternCatalog, patterns_dir
 
-        return PatternCatalog(index_dir(ctx.settings, ctx.existing_project()).parent / "patterns", bar)
+        return PatternCatalog(patterns_dir(ctx.settings, ctx.existing_project()), bar)
 
     def reviewer(by: str | None, verb: str) -> str:
         name = by or os.environ.get("GRAPHMEM_REVIEWER")
@@ -71,7 +70,7 @@ def patterns_cli(pass_context: Callable[[Any], Any], json_option: Callable[[Any]
 
     @click.group("patterns")
     def group() -> None:
-        """Recurring errors across agent sessions: detected, reviewed by a person, proposed for CLAUDE.md and AGENTS.md."""
+        """Recurring errors across agent sessions: detected, reviewed by a person, proposed for the agents' files."""
 
     @group.command("detect")
     @_bar_options
@@ -162,7 +161,8 @@ def patterns_cli(pass_context: Callable[[Any], Any], json_option: Callable[[Any]
     @pass_context
     def propose_(ctx: Any, repo: Path | None, promote: str | None, distribute: str | None,
                  max_patterns: int | None, as_json: bool) -> None:
-        """Write proposed CLAUDE.md and AGENTS.md (and diffs) from the approved patterns; the repository is not touched."""
+        """Write proposed CLAUDE.md and AGENTS.md and their diffs from the approved patterns; the repository is
+        only read."""
         from graphmem.sessions.proposals import propose
 
         if repo is None:
@@ -178,6 +178,8 @@ def patterns_cli(pass_context: Callable[[Any], Any], json_option: Callable[[Any]
         if as_json:
             click.echo(json.dumps(result, indent=2))
             return
+        for note in result["linked"]:
+            click.echo(note, err=True)
         for held in result["held_back"]:
             click.echo(f"held back: {held['id']}: {held['why']}", err=True)
         if not result["files"]:

@@ -132,9 +132,19 @@ def propose(catalog: PatternCatalog, repo: Path, folder: Path | None = None) -> 
     held = [{"id": p["id"], "why": f"below the distribute floor ({catalog.bar.distribute}: occurrences, sessions, "
                                   "flavours)"} for p in approved if not p["meets"]["distribute"]]
     block = render_block(chosen)
-    files = []
-    for name in TARGETS:
-        current = _read_target(repo / name)
+    files: list[dict[str, Any]] = []
+    linked: list[str] = []
+    seen: dict[Path, str] = {}
+    root = repo.resolve()
+    for link in TARGETS:
+        real = (repo / link).resolve()
+        # CLAUDE.md a link to AGENTS.md (or the reverse): one file, proposed under its real name.
+        name = str(real.relative_to(root)) if real.is_relative_to(root) else link
+        if real in seen:
+            linked.append(f"{link} is the same file as {seen[real]}: one proposal")
+            continue
+        seen[real] = name
+        current = _read_target(real)
         if not chosen and (current is None or not _BEGIN_LINE.search(current)):
             continue  # nothing to add, and no earlier block to empty
         proposed = splice(current or "", block)
@@ -145,7 +155,7 @@ def propose(catalog: PatternCatalog, repo: Path, folder: Path | None = None) -> 
         files.append({"name": name, "exists": current is not None, "changed": proposed != (current or ""),
                       "proposal": str(proposal), "diff": str(patch), "target": str(repo / name)})
     return {"repository": str(repo), "patterns": [p["id"] for p in chosen], "held_back": held, "files": files,
-            "apply": [f"cd {repo} && git apply {f['diff']}" for f in files if f["changed"]]}
+            "linked": linked, "apply": [f"cd {repo} && git apply {f['diff']}" for f in files if f["changed"]]}
 
 
 __all__ = ["BEGIN", "END", "TARGETS", "propose", "render_block", "splice", "unified_diff"]
