@@ -28,8 +28,8 @@ from graphmem.api import Graphmem
 from graphmem.config import Settings
 from graphmem.errors import ConfigError, ModelError
 from graphmem.sessions.capture import SessionIngest
-from graphmem.sessions.patterns import (EvidenceBar, Floor, PatternCatalog, PatternError, PatternStatus, detect,
-                                        near_duplicate)
+from graphmem.sessions.patterns import (RERUN, Evidence, EvidenceBar, Floor, PatternCatalog, PatternError,
+                                        PatternStatus, detect, near_duplicate)
 from graphmem.sessions.proposals import BEGIN, END, propose, render_block, splice
 from graphmem.sessions.retention import RetentionConfig
 
@@ -179,6 +179,9 @@ def test_near_duplicates_join_a_pattern_instead_of_adding_entries(shop: Graphmem
     timeout = "redis.exceptions.ConnectionError: Timeout reading from socket"
     assert near_duplicate({"signature": timeout, "fix": {"step": "docker compose up -d redis"}}, p, bar)
     assert not near_duplicate({"signature": timeout, "fix": {"step": "redis-server --daemonize yes"}}, p, bar)
+    rerun = {"step": RERUN}  # a plain rerun says nothing of the cause: no merge on it
+    assert not near_duplicate({"signature": "AssertionError: total", "fix": rerun},
+                              {"signature": "AssertionError: got <n> rows", "fix": rerun}, bar)
 
     # The cap: a catalog full up adds nothing more and says why.
     capped = detect(shop, EvidenceBar(promote=Floor(2, 2, 1), max_patterns=1), folder=folder)
@@ -243,6 +246,30 @@ def test_approved_pattern_is_proposed_for_both_files_and_the_repository_never_ch
     assert "5 of the 6 sessions" in renewed and "generic 1" in renewed and repo_state(repo) == before
     diff = Path(files["CLAUDE.md"]["diff"]).read_text(encoding="utf-8")
     assert "Ask before running migrations" not in "".join(ln for ln in diff.splitlines(True) if ln[:1] in "+-")
+
+
+def evidence(sessions: int, fix: str, flavours: tuple[str, ...] = ("claude-code", "codex")) -> dict[str, Evidence]:
+    keys = [f"session:{flavours[i % len(flavours)]}:s{i}" for i in range(sessions)]
+    ev = Evidence("make: *** [db] Error <n>", {"00000000000000aa"}, steps={fix: set(keys)})
+    ev.sessions = {k: {"flavour": k.split(":")[1], "occurrences": 2, "resolved": True,
+                       "first": f"2026-06-0{i + 1}", "last": f"2026-06-0{i + 1}"} for i, k in enumerate(keys)}
+    return {"00000000000000aa": ev}
+
+
+def test_versions_follow_evidence_and_text_and_a_changed_text_is_reviewed_again(tmp_path: Path) -> None:
+    catalog = PatternCatalog(tmp_path / "patterns", EvidenceBar())
+    (pid,) = catalog.update(evidence(4, "docker compose up -d db")).added
+    catalog.review(pid, PatternStatus.APPROVED, "ana")
+    assert catalog.update(evidence(4, "docker compose up -d db")).updated == []  # nothing new: no version
+    more = catalog.update(evidence(5, "docker compose up -d db"))  # more evidence, same text: still approved
+    assert more.updated == [pid] and more.patterns[0]["version"] == 2 and more.patterns[0]["status"] == "approved"
+    other = catalog.update(evidence(5, "make db-start"))  # another fix now: a person looks again
+    p = other.patterns[0]
+    assert p["version"] == 3 and p["status"] == "candidate" and "text changed" in p["review"]["note"]
+    assert [json.loads((catalog.dir / pid / f"v{n}.json").read_text())["fix"]["step"] for n in (1, 2, 3)] == [
+        "docker compose up -d db", "docker compose up -d db", "make db-start"]
+    with pytest.raises(PatternError, match="no pattern"):
+        catalog.review("pat-ffffffffffffffff", PatternStatus.APPROVED, "ana")
 
 
 def test_the_block_is_spliced_quoted_and_defused() -> None:

@@ -56,6 +56,7 @@ _ID_RE = re.compile(r"^pat-[0-9a-f]{16}$")
 _STEP_CHARS = 300
 _SIGNATURE_CHARS = 300
 _LISTED_STEPS = 5
+RERUN = "(the same command, run again)"  # the fix step of a session that passed on a later run alone
 
 
 class PatternError(GraphmemError):
@@ -279,7 +280,7 @@ def gather(store: GraphStore, raw: RawStore | None = None) -> dict[str, Evidence
             if err.get("command"):
                 group.commands[_command_family(str(err["command"]))] += 1
             if err.get("resolved"):
-                for step in _steps(err, cwd) or ["(the same command, run again)"]:
+                for step in _steps(err, cwd) or [RERUN]:
                     group.steps.setdefault(step, set()).add(node.key)
     return groups
 
@@ -300,16 +301,20 @@ def near_duplicate(a: Mapping[str, Any], b: Mapping[str, Any], bar: EvidenceBar)
     as memory dedup uses): two signatures are the same error when their tokens overlap at least
     ``signature_similarity`` (what the fingerprint keeps apart, such as ``localhost`` against an
     address, or one more word of a message, weighs one token among many); two errors of the same
-    kind (:func:`_head`) are one pattern when the fixes that worked overlap at least
-    ``fix_similarity``. Tokens rather than embeddings: signatures are short, machine-made lines
+    kind (:func:`_head`, when it names one) are one pattern when the fixes that worked overlap at
+    least ``fix_similarity`` (a plain rerun says nothing about the cause, so it joins nothing).
+    Tokens rather than embeddings: signatures are short, machine-made lines
     whose meaning sits in exact names, the measure is deterministic and explainable, and it needs
     no model."""
     sig_a, sig_b = str(a.get("signature") or ""), str(b.get("signature") or "")
     if jaccard(words(sig_a), words(sig_b)) >= bar.signature_similarity:
         return True
-    fix_a, fix_b = a.get("fix") or {}, b.get("fix") or {}
-    return bool(fix_a and fix_b and _head(sig_a) == _head(sig_b)
-                and jaccard(words(str(fix_a["step"])), words(str(fix_b["step"]))) >= bar.fix_similarity)
+    step_a, step_b = str((a.get("fix") or {}).get("step") or ""), str((b.get("fix") or {}).get("step") or "")
+    if not step_a or not step_b or RERUN in (step_a, step_b):
+        return False
+    head = _head(sig_a)
+    return bool(head and not head.startswith("<") and head == _head(sig_b)
+                and jaccard(words(step_a), words(step_b)) >= bar.fix_similarity)
 
 
 def pattern_id(fingerprint: str) -> str:
@@ -571,5 +576,5 @@ def detect(gm: Graphmem, bar: EvidenceBar | None = None, *, folder: Path | None 
     return report
 
 
-__all__ = ["DetectReport", "Evidence", "EvidenceBar", "Floor", "PatternCatalog", "PatternError", "PatternStatus",
+__all__ = ["RERUN", "DetectReport", "Evidence", "EvidenceBar", "Floor", "PatternCatalog", "PatternError", "PatternStatus",
            "detect", "gather", "near_duplicate", "pattern_id", "patterns_dir"]
