@@ -4,6 +4,7 @@ entries that follow every chunk write in its transaction, project isolation, hos
 from __future__ import annotations
 
 from collections.abc import Callable
+import time
 from pathlib import Path
 from typing import Any
 
@@ -232,3 +233,25 @@ def test_server_side_needs_the_neo4j_store(tmp_path: Path, embedder: Any) -> Non
     with pytest.raises(ConfigError, match="unknown index mode"):
         Settings(index="elsewhere")
 
+
+
+def test_kept_expansions_follow_writes_of_other_processes(neo4j_store_factory: Callable[[str], Any]) -> None:
+    """A store keeps node expansions between questions; a write through another connection (another
+    server) changes the project's generation, and the next expansion sees the write."""
+    from graphmem.model import Relationship, RelType, now_iso
+    from graphmem.stores.neo4j import Neo4jStore
+
+    reader = neo4j_store_factory("ix-gen")
+    writer = Neo4jStore(reader.driver, reader.project, database=reader.database)
+    prov = Provenance("a.py", "test")
+    a, b, c = (Node(f"sym:a.py::{n}", n, prov) for n in "abc")
+    writer.upsert([a, b, c], [Relationship(a.key, RelType.CALLS, b.key, prov)])
+    assert {e.other for e in reader.expand([a.key])} == {b.key}
+    writer.upsert(rels=[Relationship(a.key, RelType.CALLS, c.key, Provenance("b.py", "test"))])
+    assert {e.other for e in reader.expand([a.key])} == {b.key, c.key}
+    both = now_iso()
+    time.sleep(0.01)
+    writer.close_sources(["b.py"])
+    assert {e.other for e in reader.expand([a.key])} == {b.key}
+    # As of a past time, the relationships that held then are read, not the kept open ones.
+    assert {e.other for e in reader.expand([a.key], as_of=both)} == {b.key, c.key}

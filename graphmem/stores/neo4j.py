@@ -16,6 +16,8 @@ relationship type taken from the model's enums.
 
 from __future__ import annotations
 
+import threading
+import uuid
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
@@ -42,6 +44,12 @@ from graphmem.stores.base import Hub, Counts, Direction, Edge, Keep, Step, Trave
 from graphmem.stores.batch import Batch, ProvenanceStamper, element_sources, prepare_batch
 
 T = TypeVar("T")
+
+# Meta entry every write of a project changes: a process keeps each node's expansion (graph retrieval
+# reads thousands per question) until it changes, as the embedded store does.
+GENERATION = "graph_generation"
+EXPAND_CACHE_LIMIT = 50_000  # nodes whose expansion is kept (emptied when full)
+_BUMP = "MERGE (m:GraphmemMeta {project: $project, name: $name}) SET m.value = $value"
 
 _BOOKKEEPING = frozenset({"project", "key", "kind", "name", "sources", "multi", "valid_from", "valid_to"})
 _PROV = frozenset(PROVENANCE_FIELDS)
@@ -249,6 +257,9 @@ class Neo4jStore(TraversalMixin):
         self._writers = writers
         self._owns_driver = owns_driver
         self._chunk_fields: ChunkFields | None = None
+        self._expanded: dict[str, list[Edge]] = {}  # node key -> its open edges, at _generation
+        self._generation: str | None = None
+        self._cache_lock = threading.Lock()
 
     @classmethod
     def connect(cls, project: str, *, uri: str | None = None, username: str | None = None,
@@ -359,8 +370,17 @@ class Neo4jStore(TraversalMixin):
         at = to_iso(at) if at else now_iso()
         batch = prepare_batch(nodes, rels, chunks)
         summary = WriteSummary(nodes=len(batch.nodes), chunks=len(batch.chunks))
-        self._pipeline(self._write_jobs(batch, at, summary))
+        try:
+            self._pipeline(self._write_jobs(batch, at, summary))
+        finally:  # after the writes (even some of them): a reader keeping older expansions drops them
+            self._run(True, self._bump)
         return summary
+
+    def _bump(self, tx: Any) -> None:
+        """A new generation: every process drops the expansions it keeps."""
+        tx.run(_BUMP, project=self._project, name=GENERATION, value=uuid.uuid4().hex).consume()
+        with self._cache_lock:
+            self._expanded, self._generation = {}, None
 
     def _write_jobs(self, batch: Batch, at: str, summary: WriteSummary) -> Iterator[Job]:
         """The transactions of an upsert, nodes first, each built only when the writer needs it."""
@@ -515,6 +535,7 @@ class Neo4jStore(TraversalMixin):
                           MATCH (:Node {project: $project, key: row.src})-[r]->(:Node {project: $project, key: row.dst})
                           WHERE type(r) = row.type """ + _SET_LEFT.format(v="r") + " RETURN count(r) AS c",
                        project=project, rows=rel_rows).single()["c"]
+            self._bump(tx)
             return n, r
 
         summary.nodes, summary.rels = self._run(True, work)
@@ -580,6 +601,7 @@ class Neo4jStore(TraversalMixin):
                 """MATCH (c:Chunk {project: $project}) WHERE c.source_path IN $paths AND NOT c.id IN $keep
                    DETACH DELETE c RETURN count(*) AS c""", project=project, paths=paths,
                 keep=sorted(keep.chunks)).single()["c"]
+            self._bump(tx)
 
         self._run(True, work)
         return summary
@@ -629,8 +651,24 @@ class Neo4jStore(TraversalMixin):
     def expand(self, keys: Sequence[str], *, as_of: str | None = None, hub: Hub | None = None) -> list[Edge]:
         if not keys:
             return []
-        rows = self._values(read_cypher("retrieval/expand.cypher"), keys=list(keys), as_of=as_of)
-        edges = _edges(rows)
+        if as_of is not None:
+            edges = _edges(self._values(read_cypher("retrieval/expand.cypher"), keys=list(keys), as_of=as_of))
+            return hub.thin(edges) if hub is not None else edges
+        # Open edges are kept per node until the project's generation changes (any write, by any
+        # process): one small read instead of thousands of relationships.
+        generation = self.get_meta(GENERATION)
+        with self._cache_lock:
+            if generation != self._generation or len(self._expanded) > EXPAND_CACHE_LIMIT:
+                self._expanded, self._generation = {}, generation
+            cache = self._expanded
+        wanted = list(dict.fromkeys(keys))
+        fetched: dict[str, list[Edge]] = {k: [] for k in wanted if k not in cache}
+        if fetched:
+            for edge in _edges(self._values(read_cypher("retrieval/expand.cypher"), keys=list(fetched),
+                                            as_of=None)):
+                fetched[edge.origin].append(edge)
+            cache.update(fetched)  # a dict a write has replaced since is simply dropped
+        edges = [e for k in wanted for e in (fetched[k] if k in fetched else cache[k])]
         return hub.thin(edges) if hub is not None else edges
 
     def iter_nodes(self, kinds: Iterable[NodeKind] | None = None, *, include_closed: bool = False) -> Iterator[Node]:
@@ -727,6 +765,8 @@ class Neo4jStore(TraversalMixin):
         self._run(True, work)
 
     def drop_project(self) -> None:
+        with self._cache_lock:
+            self._expanded, self._generation = {}, None
         for label in (NODE_LABEL, "Chunk", "GraphmemMeta", "GraphmemSource"):
             while True:
                 deleted = self._run(True, lambda tx, lb=label: tx.run(
