@@ -72,6 +72,24 @@ def prepare(name: str, home: Path, prefix: str) -> tuple[dict[str, Graphmem], di
     return gms, seconds
 
 
+def vector_recall(gm: Graphmem, qs: list[dict[str, Any]], depth: int) -> list[float]:
+    """Per question: the share of the exact top ``depth`` chunks (a scan of the project's vectors)
+    that the vector index's answer holds."""
+    from graphmem.retrieval import neo4j_index
+
+    out = []
+    for q in qs:
+        vec = gm.indexes.embedder.encode_query(q["question"])
+        ann = {cid for cid, _ in gm.indexes.vectors.search(vec, depth)}
+        saved, neo4j_index.MAX_FETCH = neo4j_index.MAX_FETCH, 0  # the exact scan answers
+        try:
+            exact = {cid for cid, _ in gm.indexes.vectors.search(vec, depth)}
+        finally:
+            neo4j_index.MAX_FETCH = saved
+        out.append(len(ann & exact) / max(1, len(exact)))
+    return out
+
+
 def graph_write(name: str, home: Path) -> dict[str, Any]:
     """Seconds of one repository's graph write (no index sync) into fresh projects of both stores."""
     repo = builder.home() / "repos" / name
@@ -107,6 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     rows: dict[str, list[dict[str, Any]]] = {c: [] for c in CONFIGS}
+    recall: list[float] = []
     ingest: dict[str, Any] = {}
     turn = 0
     for manifest in builder.manifests(args.only):
@@ -130,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
                     rows[config].append({"id": q["id"], "keys": answer.keys,
                                          "metrics": question_metrics(answer.keys, q["gold"]),
                                          "timings": answer.timings_ms})
+            recall += vector_recall(gms["neo4j-server"], qs, 100)
         finally:
             for gm in gms.values():
                 gm.close()
@@ -141,6 +161,7 @@ def main(argv: list[str] | None = None) -> int:
             "mrr": round(mean([r["metrics"]["mrr"] for r in rs]), 4),
             "ms": {s: {"p50": round(percentile([r["timings"].get(s, 0.0) for r in rs], 50), 1),
                        "p95": round(percentile([r["timings"].get(s, 0.0) for r in rs], 95), 1)} for s in STAGES}}
+    report["vector_index_recall@100"] = round(mean(recall), 4) if recall else None
     base = rows["neo4j-local"]
     report["same_top5_as_neo4j_local"] = {
         c: round(mean([float(a["keys"][:5] == b["keys"][:5]) for a, b in zip(rows[c], base)]), 4) for c in CONFIGS}
@@ -151,6 +172,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{config:<14}{m['n']:>5}{m['recall@5']:>8.3f}{m['mrr']:>8.3f}"
               + "".join(f"{m['ms'][s]['p50']:>11.1f} /{m['ms'][s]['p95']:>7.1f}" for s in STAGES))
     print("same top 5 as neo4j-local:", report["same_top5_as_neo4j_local"])
+    print("vector index recall@100 against an exact scan:", report["vector_index_recall@100"])
     if "graph_write" in report:
         print("graph write:", json.dumps(report["graph_write"]))
     if args.out:

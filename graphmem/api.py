@@ -274,6 +274,8 @@ class Graphmem:
             self._reader.close()
             self._reader = None
         self._retriever = None
+        if self.settings.index == "neo4j":
+            self._indexes = None  # they belong to the closed store; a reopened one gets its own
 
 
 def freshness(root: str | None, last_commit: str | None) -> dict[str, Any]:

@@ -255,3 +255,30 @@ def test_kept_expansions_follow_writes_of_other_processes(neo4j_store_factory: C
     assert {e.other for e in reader.expand([a.key])} == {b.key}
     # As of a past time, the relationships that held then are read, not the kept open ones.
     assert {e.other for e in reader.expand([a.key], as_of=both)} == {b.key, c.key}
+
+
+def test_command_line_index_option(tmp_path: Path, neo4j_store_factory: Callable[[str], Any]) -> None:
+    import json
+    import os
+    import subprocess
+    import sys
+
+    project = neo4j_store_factory("ix-cli").project  # a unique project, dropped afterwards
+    repo = write_repo(tmp_path / "repo", FILES)
+
+    def graphmem(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "graphmem.cli", "--home", str(tmp_path / "home"), *args],
+                              capture_output=True, text=True, env={**os.environ, "GRAPHMEM_INDEX": ""}, timeout=600)
+
+    done = graphmem("--store", "neo4j", "--index", "neo4j", "--project", project, "ingest", str(repo))
+    assert done.returncode == 0, done.stderr
+    assert not (tmp_path / "home" / "neo4j" / project / "index").exists()  # nothing kept locally
+    done = graphmem("--store", "neo4j", "--index", "neo4j", "--project", project, "query", "charge_card",
+                    "--mode", "bm25", "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["results"][0]["key"] == "sym:payments/charge.py::charge_card"
+    done = graphmem("--store", "neo4j", "--index", "neo4j", "--project", project, "doctor")
+    assert done.returncode == 0 and "consistent" in done.stdout, done.stdout + done.stderr
+    refused = graphmem("--index", "neo4j", "--project", "p", "ingest", str(repo))
+    assert refused.returncode != 0 and "needs the Neo4j store" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1 and "Traceback" not in refused.stderr
