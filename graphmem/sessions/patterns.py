@@ -200,7 +200,7 @@ class Evidence:
         if not self.steps:
             return None
         step, keys = min(self.steps.items(), key=lambda kv: (-len(kv[1]), kv[0]))
-        return {"step": step, "worked": len(keys), "resolved_sessions": self.resolved}
+        return {"untrusted_step": step, "worked": len(keys), "resolved_sessions": self.resolved}
 
     def merge(self, other: Evidence) -> None:
         self.fingerprints |= other.fingerprints
@@ -220,13 +220,15 @@ class Evidence:
         """The pattern's text and evidence as stored (everything redacted again)."""
         seen = [s for rec in self.sessions.values() for s in (rec["first"], rec["last"]) if s]
         steps = sorted(self.steps.items(), key=lambda kv: (-len(kv[1]), kv[0]))[:_LISTED_STEPS]
+        fix = self.fix()
+        command = self.commands.most_common(1)[0][0] if self.commands else None
         return {
-            "signature": _clean(self.signature, _SIGNATURE_CHARS),
+            "untrusted_signature": _clean(self.signature, _SIGNATURE_CHARS),
             "fingerprints": sorted(self.fingerprints),
-            "command": _clean(self.commands.most_common(1)[0][0], _STEP_CHARS) if self.commands else None,
-            "fix": {**fix, "step": _clean(fix["step"], _STEP_CHARS)} if (fix := self.fix()) else None,
-            "fix_steps": [{"step": _clean(step, _STEP_CHARS), "sessions": len(keys), "recurring": len(keys) > 1}
-                          for step, keys in steps],
+            "untrusted_command": _clean(command, _STEP_CHARS) if command else None,
+            "fix": {**fix, "untrusted_step": _clean(fix["untrusted_step"], _STEP_CHARS)} if fix else None,
+            "fix_steps": [{"untrusted_step": _clean(step, _STEP_CHARS), "sessions": len(keys),
+                           "recurring": len(keys) > 1} for step, keys in steps],
             "evidence": {
                 "occurrences": self.occurrences, "sessions": len(self.sessions), "flavours": self.by_flavour,
                 "cross_flavour": len(self.by_flavour) > 1, "resolved_sessions": self.resolved,
@@ -235,6 +237,11 @@ class Evidence:
                                  for k, rec in sorted(self.sessions.items())],
             },
         }
+
+
+def _text_of(content: Mapping[str, Any]) -> tuple[str, str]:
+    """What a person approves: the error signature and the fix step (counts may move under it)."""
+    return str(content.get("untrusted_signature")), str((content.get("fix") or {}).get("untrusted_step"))
 
 
 def _clean(text: str, limit: int) -> str:
@@ -306,10 +313,10 @@ def near_duplicate(a: Mapping[str, Any], b: Mapping[str, Any], bar: EvidenceBar)
     Tokens rather than embeddings: signatures are short, machine-made lines
     whose meaning sits in exact names, the measure is deterministic and explainable, and it needs
     no model."""
-    sig_a, sig_b = str(a.get("signature") or ""), str(b.get("signature") or "")
+    sig_a, sig_b = str(a.get("untrusted_signature") or ""), str(b.get("untrusted_signature") or "")
     if jaccard(words(sig_a), words(sig_b)) >= bar.signature_similarity:
         return True
-    step_a, step_b = str((a.get("fix") or {}).get("step") or ""), str((b.get("fix") or {}).get("step") or "")
+    step_a, step_b = (str((x.get("fix") or {}).get("untrusted_step") or "") for x in (a, b))
     if not step_a or not step_b or RERUN in (step_a, step_b):
         return False
     head = _head(sig_a)
@@ -421,7 +428,7 @@ class PatternCatalog:
         except OSError as exc:
             raise PatternError(f"{path}: cannot read ({exc.strerror or exc})") from None
         if not isinstance(data, dict) or data.get("id") != pid or data.get("version") != version \
-                or not isinstance(data.get("signature"), str) or not isinstance(data.get("evidence"), dict):
+                or not isinstance(data.get("untrusted_signature"), str) or not isinstance(data.get("evidence"), dict):
             raise self._bad(path, f"not version {version} of pattern {pid}")
         return data
 
@@ -527,8 +534,7 @@ class PatternCatalog:
         version = entry["version"] + 1
         record = {"id": pid, "version": version, "written": when, **content}
         _write_atomic(self.version_path(pid, version), _dump(record))
-        text_changed = before is not None and (before.get("signature"), (before.get("fix") or {}).get("step")) != (
-            content["signature"], (content["fix"] or {}).get("step"))
+        text_changed = before is not None and _text_of(before) != _text_of(content)
         if text_changed and entry["status"] == PatternStatus.APPROVED.value:
             # What a person approved no longer says the same: it waits for them again.
             entry = {**entry, "status": PatternStatus.CANDIDATE.value,
@@ -576,5 +582,6 @@ def detect(gm: Graphmem, bar: EvidenceBar | None = None, *, folder: Path | None 
     return report
 
 
-__all__ = ["RERUN", "DetectReport", "Evidence", "EvidenceBar", "Floor", "PatternCatalog", "PatternError", "PatternStatus",
+__all__ = ["RERUN", "DetectReport", "Evidence", "EvidenceBar", "Floor", "PatternCatalog", "PatternError",
+           "PatternStatus",
            "detect", "gather", "near_duplicate", "pattern_id", "patterns_dir"]

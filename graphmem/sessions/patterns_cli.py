@@ -44,10 +44,10 @@ def _show(p: dict[str, Any]) -> None:
     click.echo(f"{p['id']} v{p['version']} [{p['status']}]{cross}: {ev['occurrences']} occurrences in "
                f"{ev['sessions']} sessions ({flavours}), {str(ev['first_seen'])[:10]} to "
                f"{str(ev['last_seen'])[:10]}; {ready}")
-    click.echo(f"    error: {_one_line(p['signature'], 160)}")
+    click.echo(f"    error: {_one_line(p['untrusted_signature'], 160)}")
     fix = p.get("fix")
-    click.echo(f"    fix:   {_one_line(fix['step'], 120)} (worked in {fix['worked']} of {fix['resolved_sessions']} "
-               "sessions that got past it)" if fix else "    fix:   none recorded")
+    click.echo(f"    fix:   {_one_line(fix['untrusted_step'], 120)} (worked in {fix['worked']} of "
+               f"{fix['resolved_sessions']} sessions that got past it)" if fix else "    fix:   none recorded")
     review = p.get("review") or {}
     if review.get("by"):
         click.echo(f"    reviewed by {review['by']} at {review.get('at')}"

@@ -59,12 +59,12 @@ def _pattern_block(p: dict[str, Any]) -> str:
         parts.append("Agent sessions keep failing with the error below; none of them recorded a fix.")
     parts += ["", f"Error, seen {ev['occurrences']} times in {ev['sessions']} sessions ({flavours}), {seen}"
               + (f"; approved by {' '.join(redact(str(by))[0].split())[:80]}" if by else "") + ":", "",
-              _quoted(p["signature"])]
-    if p.get("command"):
-        parts += ["", "Seen when running (the command's first words):", "", _quoted(p["command"])]
+              _quoted(p["untrusted_signature"])]
+    if p.get("untrusted_command"):
+        parts += ["", "Seen when running (the command's first words):", "", _quoted(p["untrusted_command"])]
     if fix:
         parts += ["", f"Fix step, in {fix['worked']} of the {fix['resolved_sessions']} sessions that got past it:",
-                  "", _quoted(fix["step"])]
+                  "", _quoted(fix["untrusted_step"])]
     return "\n".join(parts)
 
 
