@@ -363,6 +363,8 @@ def test_the_commands_detect_review_approve_reject_and_propose(cli_home: Path, t
     assert code == 0 and "[rejected]" in out and "Redis runs in CI now" in out
     code, out, _ = run(capsys, cli_home, "review")
     assert code == 0 and pid not in out  # no candidate left
+    code, _, err = run(capsys, cli_home, "propose")  # sessions alone leave no repository on record
+    assert code == 1 and err.strip() == "graphmem: error: the project has no repository root on record: give --repo PATH"
     repo = make_repo(tmp_path / "repo")
     code, out, _ = run(capsys, cli_home, "propose", "--repo", str(repo))
     assert code == 0 and "nothing to propose" in out  # a rejected pattern is never proposed
