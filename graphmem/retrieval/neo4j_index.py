@@ -13,7 +13,8 @@ Several graphmem processes over one Neo4j then share one copy of the indexes, al
 Both indexes are shared by every project of the database. The full-text query requires the
 project as a zero-weight clause, so it is exact per project. The vector index has no filter in
 Neo4j 5: a query asks it for enough neighbours to cover the project's share of the index and keeps
-the project's; should that leave too few, an exact scan of the project's chunks answers instead.
+the project's; where that would read more vectors than the project holds, or leaves too few, an
+exact scan of the project's chunks answers instead.
 
 Scoring differs from the local indexes in two details, measured in README.md: Lucene's BM25 uses
 k1 = 1.2 (graphmem's 1.5) with one-byte length norms and counts documents of every project in idf;
@@ -57,9 +58,12 @@ HNSW_EF_CONSTRUCTION = 100
 # Distinct query terms sent to Lucene: far below its 1,024-clause limit, far above any question.
 MAX_TERMS = 256
 # Neighbours asked of the vector index: at least this many beyond k (its search list is k wide, so
-# asking wider raises recall), at most MAX_FETCH (beyond that the exact scan is cheaper).
+# asking wider raises recall), at most MAX_FETCH. Both paths cost about the same per vector read,
+# so when the index would have to return more vectors than the project holds times SCAN_FACTOR, the
+# exact scan of the project's own vectors answers instead (a small project in a large database).
 MIN_EXTRA = 64
 MAX_FETCH = 5000
+SCAN_FACTOR = 1.0
 SHARE_TTL = 30.0  # seconds between re-reads of the project's share of the vector index
 WRITE_BATCH = 500
 
@@ -153,9 +157,9 @@ class VectorSearch:
             return []
         fetch = max(k + MIN_EXTRA, math.ceil(k * total / mine * 1.2))
         rows: list[dict[str, Any]] = []
-        if fetch <= MAX_FETCH:
+        if fetch <= MAX_FETCH and fetch < mine * SCAN_FACTOR:
             rows = owner.store._read(_VECTOR_SEARCH, index=VECTOR_INDEX, fetch=min(fetch, total), vector=vector, k=k)
-        if len(rows) < min(k, mine):  # the project's share was too small for the index to cover
+        if len(rows) < min(k, mine):  # a scan was cheaper, or the index's answer held too few of ours
             rows = owner.store._read(_VECTOR_SCAN, vector=vector, k=k)
         # Neo4j reports cosine similarity as (1 + cos) / 2.
         return [(r["id"], 2.0 * float(r["score"]) - 1.0) for r in rows]
