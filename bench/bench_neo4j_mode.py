@@ -74,20 +74,12 @@ def prepare(name: str, home: Path, prefix: str) -> tuple[dict[str, Graphmem], di
 
 def vector_recall(gm: Graphmem, qs: list[dict[str, Any]], depth: int) -> list[float]:
     """Per question: the share of the exact top ``depth`` chunks (a scan of the project's vectors)
-    that the vector index's answer holds (asked as it would be, even where a scan would answer)."""
-    from graphmem.retrieval import neo4j_index
-
+    that the vector index's answer holds."""
     out = []
     for q in qs:
         vec = gm.indexes.embedder.encode_query(q["question"])
-        saved = neo4j_index.SCAN_FACTOR, neo4j_index.MAX_FETCH
-        try:
-            neo4j_index.SCAN_FACTOR, neo4j_index.MAX_FETCH = float("inf"), 10**9  # the index answers
-            ann = {cid for cid, _ in gm.indexes.vectors.search(vec, depth)}
-            neo4j_index.MAX_FETCH = 0  # the exact scan answers
-            exact = {cid for cid, _ in gm.indexes.vectors.search(vec, depth)}
-        finally:
-            neo4j_index.SCAN_FACTOR, neo4j_index.MAX_FETCH = saved
+        ann = {cid for cid, _ in gm.indexes.vectors.search(vec, depth)}
+        exact = {cid for cid, _ in gm.indexes.vectors.scan(vec, depth)}
         out.append(len(ann & exact) / max(1, len(exact)))
     return out
 

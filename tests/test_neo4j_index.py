@@ -17,6 +17,7 @@ from graphmem.model import Chunk, Node, Provenance
 from graphmem.retrieval import neo4j_index
 from graphmem.retrieval.neo4j_index import Neo4jIndexes, text_query
 from graphmem.retrieval.tokenize import tokenize
+from graphmem.stores.neo4j import vector_index_name
 
 FILES = {
     "billing/invoice.py": '''
@@ -181,7 +182,7 @@ def test_sync_fills_chunks_written_without_entries(tmp_path: Path, open_gm: Call
     assert server.query("charge_card", mode="bm25", k=1).keys == local.query("charge_card", mode="bm25", k=1).keys
 
 
-def test_projects_are_isolated(tmp_path: Path, open_gm: Callable[..., Graphmem], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_projects_are_isolated(tmp_path: Path, open_gm: Callable[..., Graphmem]) -> None:
     small = open_gm("ix-small", "neo4j")
     big = open_gm("ix-big", "neo4j")
     small.ingest(write_repo(tmp_path / "small", {"payments/charge.py": FILES["payments/charge.py"]}))
@@ -200,13 +201,16 @@ def test_projects_are_isolated(tmp_path: Path, open_gm: Callable[..., Graphmem],
     assert len(vector_hits) == len(mine)  # every chunk of its own, none of the other's
     assert set(small.query("charge_card", mode="hybrid", k=10).keys) <= {
         n.key for n in small.store.iter_nodes()}
-    # The small project is answered by an exact scan of its own vectors; the index, asked wide
-    # enough to cover the project's share and filtered, agrees with it.
-    monkeypatch.setattr(neo4j_index, "SCAN_FACTOR", float("inf"))
-    from_index = small.indexes.vectors.search(query_vec, 50)
-    assert [cid for cid, _ in from_index] == [cid for cid, _ in vector_hits]
-    assert [s for _, s in from_index] == pytest.approx([s for _, s in vector_hits], abs=1e-4)
-    assert {cid for cid, _ in big.indexes.vectors.search(query_vec, 10)} <= big.store.chunk_ids()
+    # Each project's vector index holds its own chunks only, and agrees with an exact scan.
+    for gm in (small, big):
+        found, exact = gm.indexes.vectors.search(query_vec, 50), gm.indexes.vectors.scan(query_vec, 50)
+        assert {cid for cid, _ in found} <= gm.store.chunk_ids()
+        assert [s for _, s in found] == pytest.approx([s for _, s in exact], abs=1e-4)
+    # Dropping a project drops its vector index.
+    name = vector_index_name(big.project)
+    big.store.drop_project()
+    with big.store.driver.session(database=big.store.database) as session:
+        assert not session.run("SHOW INDEXES YIELD name WHERE name = $name RETURN name", name=name).data()
 
 
 @pytest.mark.parametrize("query", [

@@ -6,15 +6,13 @@ Several graphmem processes over one Neo4j then share one copy of the indexes, al
   ``graphmem.retrieval.tokenize`` gives the local BM25 index, joined by spaces), written by the
   store in the transaction that writes the chunk (``Neo4jStore.index_chunks_with``); deleting or
   replacing a chunk takes its index entries with it, and a failed transaction leaves neither;
-- a vector index (cosine, HNSW) serves ``embedding`` and a full-text index with the whitespace
-  analyzer serves ``index_tokens``, so identifiers split exactly as in the local BM25 index;
+- each project has a vector index of its own (cosine, HNSW) over ``embedding``, on a label only its
+  chunks carry: Neo4j 5 cannot filter a vector search, and one shared index would have to be asked
+  for many more neighbours than wanted to leave enough of one project's;
+- one full-text index with the whitespace analyzer over ``index_tokens`` (so identifiers split
+  exactly as in the local BM25 index) and ``index_project``, shared by all projects: a query
+  requires its project as a zero-weight clause;
 - one query per retrieval list, filtered to the project inside that query.
-
-Both indexes are shared by every project of the database. The full-text query requires the
-project as a zero-weight clause, so it is exact per project. The vector index has no filter in
-Neo4j 5: a query asks it for enough neighbours to cover the project's share of the index and keeps
-the project's; where that would read more vectors than the project holds, or leaves too few, an
-exact scan of the project's chunks answers instead.
 
 Scoring differs from the local indexes in two details, measured in README.md: Lucene's BM25 uses
 k1 = 1.2 (graphmem's 1.5) with one-byte length norms and counts documents of every project in idf;
@@ -23,7 +21,6 @@ the vector index reports cosine as (1 + cos) / 2, which is turned back into cos 
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 from collections.abc import Callable
@@ -44,12 +41,12 @@ from graphmem.retrieval.indexes import (
     text_digest,
 )
 from graphmem.retrieval.tokenize import tokenize
+from graphmem.stores.neo4j import vector_index_name, vector_label
 
 if TYPE_CHECKING:
     from graphmem.retrieval.embed import Embedder
     from graphmem.stores.neo4j import Neo4jStore
 
-VECTOR_INDEX = "graphmem_chunk_embedding"
 TEXT_INDEX = "graphmem_chunk_tokens"
 # HNSW build parameters (Neo4j's defaults are m=16, ef_construction=100); see README.md for the
 # measured recall against exact search. Quantization is off: it cost recall on code chunks.
@@ -57,14 +54,10 @@ HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 100
 # Distinct query terms sent to Lucene: far below its 1,024-clause limit, far above any question.
 MAX_TERMS = 256
-# Neighbours asked of the vector index: at least this many beyond k (its search list is k wide, so
-# asking wider raises recall), at most MAX_FETCH. Both paths cost about the same per vector read,
-# so when the index would have to return more vectors than the project holds times SCAN_FACTOR, the
-# exact scan of the project's own vectors answers instead (a small project in a large database).
+# Neighbours asked of the vector index beyond k: its search list is as wide as what is asked, so
+# asking a little wider raises recall (measured in README.md).
 MIN_EXTRA = 64
-MAX_FETCH = 5000
-SCAN_FACTOR = 1.0
-SHARE_TTL = 30.0  # seconds between re-reads of the project's share of the vector index
+COUNT_TTL = 30.0  # seconds between re-reads of the project's chunk count
 WRITE_BATCH = 500
 
 
@@ -94,6 +87,7 @@ CALL db.index.vector.queryNodes($index, $fetch, $vector) YIELD node, score
 WITH node, score WHERE node.project = $project
 RETURN node.id AS id, score ORDER BY score DESC, id LIMIT $k
 """
+# The index holds only the project's chunks; the filter above is a second guard, and costs nothing.
 
 _VECTOR_SCAN = """
 MATCH (c:Chunk {project: $project}) WHERE c.embedding IS NOT NULL
@@ -101,16 +95,12 @@ WITH c.id AS id, vector.similarity.cosine(c.embedding, $vector) AS score
 RETURN id, score ORDER BY score DESC, id LIMIT $k
 """
 
-_SHARE = """
-CALL () { MATCH (c:Chunk) RETURN count(c) AS total }
-CALL () { MATCH (c:Chunk {project: $project}) RETURN count(c) AS mine }
-RETURN total, mine
-"""
+_COUNT = "MATCH (c:Chunk {project: $project}) RETURN count(c) AS n"
 
 _BACKFILL = """
 UNWIND $rows AS row
 MATCH (c:Chunk {project: $project, id: row.id}) WHERE c.node_key = row.node_key AND c.text = row.text
-SET c.index_tokens = row.tokens, c.index_digest = row.digest, c.index_project = $project
+SET c.index_tokens = row.tokens, c.index_digest = row.digest, c.index_project = $project, c:`%(label)s`
 WITH c, row
 CALL db.create.setNodeVectorProperty(c, 'embedding', row.vector)
 """
@@ -119,7 +109,7 @@ _STATE = """
 MATCH (c:Chunk {project: $project})
 RETURN c.id AS id, c.node_key AS node_key, c.ordinal AS ordinal, c.kind AS kind, c.text AS text,
        c.index_digest AS digest,
-       c.index_tokens IS NOT NULL AS tokens, c.embedding IS NOT NULL AS vector
+       c.index_tokens IS NOT NULL AS tokens, c.embedding IS NOT NULL AND c:`%(label)s` AS vector
 """
 
 
@@ -152,17 +142,21 @@ class VectorSearch:
             return []
         owner = self._owner
         vector = np.asarray(query, dtype=np.float32).reshape(-1).tolist()
-        total, mine = owner.share()
-        if not mine:
-            return []
-        fetch = max(k + MIN_EXTRA, math.ceil(k * total / mine * 1.2))
-        rows: list[dict[str, Any]] = []
-        if fetch <= MAX_FETCH and fetch < mine * SCAN_FACTOR:
-            rows = owner.store._read(_VECTOR_SEARCH, index=VECTOR_INDEX, fetch=min(fetch, total), vector=vector, k=k)
-        if len(rows) < min(k, mine):  # a scan was cheaper, or the index's answer held too few of ours
-            rows = owner.store._read(_VECTOR_SCAN, vector=vector, k=k)
-        # Neo4j reports cosine similarity as (1 + cos) / 2.
-        return [(r["id"], 2.0 * float(r["score"]) - 1.0) for r in rows]
+        rows = owner.store._read(_VECTOR_SEARCH, index=vector_index_name(owner.store.project), fetch=k + MIN_EXTRA,
+                                 vector=vector, k=k)
+        if len(rows) < k and len(rows) < owner.chunk_count():  # HNSW may miss a few of a tiny project
+            return self.scan(query, k)
+        return _cosine(rows)
+
+    def scan(self, query: np.ndarray, k: int) -> list[tuple[int, float]]:
+        """The exact answer: a scan of every vector of the project."""
+        vector = np.asarray(query, dtype=np.float32).reshape(-1).tolist()
+        return _cosine(self._owner.store._read(_VECTOR_SCAN, vector=vector, k=k))
+
+
+def _cosine(rows: list[dict[str, Any]]) -> list[tuple[int, float]]:
+    """Neo4j reports cosine similarity as (1 + cos) / 2: back to cos, as the local index gives it."""
+    return [(r["id"], 2.0 * float(r["score"]) - 1.0) for r in rows]
 
 
 class Neo4jIndexes:
@@ -180,7 +174,7 @@ class Neo4jIndexes:
         self._embedder_source = embedder
         self._embedder: SerialEmbedder | None = None
         self._lock = threading.RLock()
-        self._share: tuple[float, int, int] | None = None  # (read at, total chunks, project's)
+        self._count: tuple[float, int] | None = None  # (read at, the project's chunks)
         self.bm25 = TextSearch(self)
         self.vectors = VectorSearch(self)
 
@@ -206,11 +200,12 @@ class Neo4jIndexes:
         return embedder  # type: ignore[return-value]
 
     def ensure_schema(self) -> None:
-        """Create the vector and full-text indexes (idempotent); refuse a vector index of another
-        dimension (another embedder's), which would serve nothing."""
+        """Create the project's vector index and the full-text index (idempotent); refuse a vector
+        index of another dimension (another embedder's), which would serve nothing."""
         dim = self.embedder.dim
+        name, label = vector_index_name(self.store.project), vector_label(self.store.project)
         statements = [
-            f"""CREATE VECTOR INDEX {VECTOR_INDEX} IF NOT EXISTS FOR (c:Chunk) ON (c.embedding)
+            f"""CREATE VECTOR INDEX {name} IF NOT EXISTS FOR (c:`{label}`) ON (c.embedding)
                 OPTIONS {{indexConfig: {{`vector.dimensions`: {int(dim)}, `vector.similarity_function`: 'cosine',
                 `vector.hnsw.m`: {HNSW_M}, `vector.hnsw.ef_construction`: {HNSW_EF_CONSTRUCTION},
                 `vector.quantization.enabled`: false}}}}""",
@@ -222,13 +217,13 @@ class Neo4jIndexes:
             for statement in statements:
                 session.run(statement).consume()
             rows = session.run("SHOW VECTOR INDEXES YIELD name, options WHERE name = $name RETURN options",
-                               name=VECTOR_INDEX).data()
+                               name=name).data()
             session.run("CALL db.awaitIndexes(300)").consume()
         have = rows[0]["options"]["indexConfig"].get("vector.dimensions") if rows else None
         if have is not None and int(have) != dim:
-            raise StoreError(f"the Neo4j vector index {VECTOR_INDEX} holds {have}-dimensional vectors, but the "
-                             f"embedder {self.embedder.fingerprint()} makes {dim}: use the same embedder on "
-                             "every project of this database, or the local indexes")
+            raise StoreError(f"the Neo4j vector index {name} of project {self.store.project} holds {have}-dimensional "
+                             f"vectors, but the embedder {self.embedder.fingerprint()} makes {dim}: drop the project "
+                             "and ingest it again, or use the embedder it was made with")
 
     def attach(self) -> None:
         """Make the store write each chunk's index entries with the chunk, from now on."""
@@ -248,14 +243,13 @@ class Neo4jIndexes:
         return [{"tokens": " ".join(tokenize(text)), "digest": self.digest(text), "vector": vec.tolist()}
                 for text, vec in zip(texts, vectors)]
 
-    def share(self) -> tuple[int, int]:
-        """Chunks in the whole database and in this project (re-read every ``SHARE_TTL`` seconds)."""
+    def chunk_count(self) -> int:
+        """The project's chunks (re-read every ``COUNT_TTL`` seconds)."""
         now = time.monotonic()
-        known = self._share
-        if known is None or now - known[0] > SHARE_TTL:
-            row = self.store._read(_SHARE)[0]
-            known = self._share = (now, row["total"], row["mine"])
-        return known[1], known[2]
+        known = self._count
+        if known is None or now - known[0] > COUNT_TTL:
+            known = self._count = (now, self.store._read(_COUNT)[0]["n"])
+        return known[1]
 
     # --- the interface of Indexes -----------------------------------------------------------------
 
@@ -264,18 +258,18 @@ class Neo4jIndexes:
         return False
 
     def reload(self) -> None:
-        self._share = None
+        self._count = None
 
     def fork(self) -> Neo4jIndexes:
         """Writes go to the database in transactions; a sync needs no private copy."""
         return self
 
     def adopt(self, other: Neo4jIndexes) -> None:
-        self._share = None
+        self._count = None
 
     def _state(self) -> tuple[list[dict[str, Any]], dict[int, Chunk]]:
         """Every chunk's index state, and the chunk itself (as far as indexing reads it)."""
-        rows = self.store._read(_STATE)
+        rows = self.store._read(_STATE % {"label": vector_label(self.store.project)})
         # Only what indexing reads: key, text and kind (the embedder may treat kinds apart).
         return rows, {r["id"]: Chunk(r["node_key"], r["ordinal"], r["text"], r["kind"], Provenance("", ""),
                                      id=r["id"]) for r in rows}
@@ -294,9 +288,10 @@ class Neo4jIndexes:
             part = todo[start:start + WRITE_BATCH]
             values = self.fields([chunks[r["id"]] for r in part], report, progress)
             batch = [{"id": r["id"], "node_key": r["node_key"], "text": r["text"], **v} for r, v in zip(part, values)]
-            self.store._run(True, lambda tx, batch=batch: tx.run(_BACKFILL, project=self.store.project,
+            statement = _BACKFILL % {"label": vector_label(self.store.project)}
+            self.store._run(True, lambda tx, batch=batch: tx.run(statement, project=self.store.project,
                                                                  rows=batch).consume())
-        self._share = None
+        self._count = None
         report.seconds = time.perf_counter() - started
         return report
 

@@ -16,6 +16,7 @@ relationship type taken from the model's enums.
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import uuid
 import zlib
@@ -144,10 +145,27 @@ WITH c, row
 MATCH (n:Node {project: $project, key: row.node_key})
 MERGE (n)-[:HAS_CHUNK]->(c)
 """
-# With server-side indexes: the chunk's vector, stored as float32 (half the size of a Cypher list).
+# With server-side indexes: the project's vector label and the chunk's vector, stored as float32
+# (half the size of a Cypher list).
 _CHUNK_VECTOR = """
+SET c:`%(label)s`
 WITH c, row
 CALL db.create.setNodeVectorProperty(c, 'embedding', row.vector)"""
+
+
+def _project_tag(project: str) -> str:
+    return hashlib.blake2b(project.encode(), digest_size=8).hexdigest()
+
+
+def vector_label(project: str) -> str:
+    """The label of a project's chunks in its own vector index (server-side indexes): one index
+    per project, so a query searches that project's vectors only, with its own HNSW graph."""
+    return f"GraphmemVectors_{_project_tag(project)}"
+
+
+def vector_index_name(project: str) -> str:
+    """The name of a project's vector index (see ``vector_label``)."""
+    return f"graphmem_vectors_{_project_tag(project)}"
 
 # What server-side indexing adds to each chunk row: ``tokens``, ``digest`` and ``vector``, in order.
 ChunkFields = Callable[[list[Chunk]], list[dict[str, Any]]]
@@ -463,7 +481,7 @@ class Neo4jStore(TraversalMixin):
                             by_type.setdefault(r.type.value, []).append({"src": r.src, "dst": r.dst, **row(r)})
                         yield Job(1 + round_no, rel_jobs(by_type), frozenset(g))
         fields = self._chunk_fields
-        statement = _UPSERT_CHUNKS % {"vector": _CHUNK_VECTOR if fields else ""}
+        statement = _UPSERT_CHUNKS % {"vector": _CHUNK_VECTOR % {"label": vector_label(project)} if fields else ""}
         for part in self._batches(batch.chunks):
             rows = [{
                 "id": c.id, "node_key": c.node_key,
@@ -767,6 +785,8 @@ class Neo4jStore(TraversalMixin):
     def drop_project(self) -> None:
         with self._cache_lock:
             self._expanded, self._generation = {}, None
+        with self._driver.session(database=self._database) as session:  # the project's own vector index
+            session.run(f"DROP INDEX {vector_index_name(self._project)} IF EXISTS").consume()
         for label in (NODE_LABEL, "Chunk", "GraphmemMeta", "GraphmemSource"):
             while True:
                 deleted = self._run(True, lambda tx, lb=label: tx.run(
