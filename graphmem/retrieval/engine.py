@@ -10,8 +10,10 @@ The same call serves the CLI, the Python API, the MCP server and the evaluation 
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Protocol
@@ -227,15 +229,20 @@ class Retriever:
         fetch = depth.chunk_candidates * (4 if (wanted or path_prefix) else 1)
         # The graph retriever seeds from the best lexical and vector hits, so it runs both.
         runs = set(spec.retrievers) | ({"bm25", "vector"} if "graph" in spec.retrievers else set())
+        # Indexes served by a database answer BM25 there while this thread embeds the question.
+        lexical = (_side_pool().submit(_timed, self.indexes.bm25.search, text, fetch)
+                   if "bm25" in runs and "vector" in runs and getattr(self.indexes, "remote", False) else None)
         if "bm25" in runs:
             t = time.perf_counter()
-            chunk_hits["bm25"] = self.indexes.bm25.search(text, fetch)
+            chunk_hits["bm25"] = self.indexes.bm25.search(text, fetch) if lexical is None else []
             timings["bm25"] = _ms(t)
         if "vector" in runs:
             t = time.perf_counter()
             cands.query_vec = self.indexes.embedder.encode_query(text)
             chunk_hits["vector"] = self.indexes.vectors.search(cands.query_vec, fetch)
             timings["vector"] = _ms(t)
+        if lexical is not None:
+            chunk_hits["bm25"], timings["bm25"] = lexical.result()
         t = time.perf_counter()
         chunks = self.store.get_chunks_by_id({cid for hits in chunk_hits.values() for cid, _ in hits})
         if as_of is not None:  # the text indexes hold today's chunks: keep those whose node held then
@@ -395,6 +402,24 @@ def _source(node: Node | None, chunk: Chunk | None) -> dict[str, Any]:
             "start_line": chunk.start_line if chunk else (node.props.get("start_line") if node else None),
             "end_line": chunk.end_line if chunk else (node.props.get("end_line") if node else None),
             "commit": prov.source_commit if prov else None}
+
+
+_SIDE_POOL: ThreadPoolExecutor | None = None
+_SIDE_POOL_LOCK = threading.Lock()
+
+
+def _side_pool() -> ThreadPoolExecutor:
+    """Threads for retrieval lists that wait on a server (created on first use)."""
+    global _SIDE_POOL
+    with _SIDE_POOL_LOCK:
+        if _SIDE_POOL is None:
+            _SIDE_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="graphmem-retrieval")
+        return _SIDE_POOL
+
+
+def _timed(search: Any, *args: Any) -> tuple[Any, float]:
+    t = time.perf_counter()
+    return search(*args), _ms(t)
 
 
 def _ms(start: float) -> float:

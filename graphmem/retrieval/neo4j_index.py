@@ -167,6 +167,8 @@ class Neo4jIndexes:
     Nothing is held locally but the embedding cache, so any number of processes can serve queries.
     """
 
+    remote = True  # searches wait on the server: the engine runs the BM25 one beside the embedding
+
     def __init__(self, store: Neo4jStore, *, embedder: Embedder | Callable[[], Embedder] | None = None,
                  cache_dir: str | Path) -> None:
         self.store = store
