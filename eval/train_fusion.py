@@ -1,6 +1,6 @@
 """Train the learned fusion (``graphmem/retrieval/learned.py``) on development sets only.
 
-``python -m eval.train_fusion [--out graphmem/retrieval/models/fusion-v4.json]``
+``python -m eval.train_fusion [--out graphmem/retrieval/models/fusion-v5.json] [--trees walk]``
 
 Development sets: the real-code repositories of the ``dev`` split (``eval/realcode``, built and
 ingested first with ``python -m eval.realcode build`` / ``run``), a synthetic organisation with
@@ -9,10 +9,11 @@ the MuSiQue sample (``eval.datasets.split_of``). The real-code test split, the g
 organisation, MuSiQue's test half and 2WikiMultiHopQA are never read here.
 
 For every question, the candidates of the ``hybrid`` recipe are collected with their features;
-the model is a linear ranker fitted with RankNet's pairwise logistic loss (each gold candidate
-against each non-gold candidate of the same question, every question weighing the same) and an
-L2 penalty, on standardised features. The ``walk`` ranker learns from every question; unless
-``--pooled``, questions ranked over the passage entity layer also get a ``layer`` ranker of their own.
+a linear ranker is fitted with RankNet's pairwise logistic loss (each gold candidate against each
+non-gold candidate of the same question, every question weighing the same) and an L2 penalty, on
+standardised features; with ``--trees PATH``, that path's ranker is gradient-boosted trees instead
+(:func:`fit_trees`). The ``walk`` ranker learns from every question; unless ``--pooled``, questions
+ranked over the passage entity layer also get a ``layer`` ranker of their own.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import argparse
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,9 +32,9 @@ from scipy.optimize import minimize
 from graphmem.api import Graphmem
 from graphmem.model import key_contains
 from graphmem.retrieval.config import preset
-from graphmem.retrieval.learned import PATHS, FusionModel, LinearRanker, feature_names, matrix
+from graphmem.retrieval.learned import PATHS, FusionModel, LinearRanker, TreeRanker, feature_names, matrix
 
-OUT = Path(__file__).resolve().parents[1] / "graphmem" / "retrieval" / "models" / "fusion-v4.json"
+OUT = Path(__file__).resolve().parents[1] / "graphmem" / "retrieval" / "models" / "fusion-v5.json"
 L2 = 1.0
 SYNTHETIC_SEED, SYNTHETIC_SIZE, SYNTHETIC_NOW = 1, "default", "2026-06-01"
 
@@ -128,6 +130,58 @@ def fit(groups: list[tuple[np.ndarray, np.ndarray]], l2: float = L2) -> LinearRa
     return LinearRanker(mean, scale, res.x)
 
 
+@dataclass(frozen=True, slots=True)
+class TreeSettings:
+    """Gradient boosting of the tree rankers (chosen by cross-validation over the real-code dev
+    repositories, two held out at a time: see the eval report of the model that uses them)."""
+
+    learning_rate: float = 0.05
+    iterations: int = 300
+    leaves: int = 7
+    min_leaf: int = 20
+    l2: float = 1.0
+
+
+def fit_trees(groups: list[tuple[np.ndarray, np.ndarray]], settings: TreeSettings = TreeSettings()) -> TreeRanker:
+    """Gradient-boosted trees on each candidate's gold label (logistic loss), every question
+    weighing the same whatever its number of candidates; exported to a :class:`TreeRanker`."""
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
+    x = np.vstack([x for x, _ in groups]).astype(np.float64)
+    y = np.concatenate([y for _, y in groups])
+    # Each question's candidates share a weight of one question (times the number of questions, so
+    # min_leaf still counts candidates of typical weight).
+    weight = np.concatenate([np.full(len(labels), len(groups) / len(labels)) for _, labels in groups])
+    clf = HistGradientBoostingClassifier(learning_rate=settings.learning_rate, max_iter=settings.iterations,
+                                         max_leaf_nodes=settings.leaves, min_samples_leaf=settings.min_leaf,
+                                         l2_regularization=settings.l2, early_stopping=False, random_state=0)
+    clf.fit(x, y, sample_weight=weight)
+    return export_trees(clf)
+
+
+def export_trees(clf: Any) -> TreeRanker:
+    """A fitted binary ``HistGradientBoostingClassifier`` as a :class:`TreeRanker` whose score is its
+    ``decision_function`` (numeric features without missing values)."""
+    feature, threshold, left, right, value, roots = [], [], [], [], [], []
+    depth = 0
+    for (predictor,) in clf._predictors:
+        nodes = predictor.nodes
+        offset = len(feature)
+        roots.append(offset)
+        for i, node in enumerate(nodes):
+            here = offset + i
+            leaf = bool(node["is_leaf"])
+            feature.append(0 if leaf else int(node["feature_idx"]))
+            threshold.append(0.0 if leaf else float(node["num_threshold"]))
+            left.append(here if leaf else offset + int(node["left"]))
+            right.append(here if leaf else offset + int(node["right"]))
+            value.append(float(node["value"]) if leaf else 0.0)
+            depth = max(depth, int(node["depth"]))
+    return TreeRanker(float(np.ravel(clf._baseline_prediction)[0]), np.asarray(feature, dtype=np.int32),
+                      np.asarray(threshold), np.asarray(left, dtype=np.int32), np.asarray(right, dtype=np.int32),
+                      np.asarray(value), np.asarray(roots, dtype=np.int32), depth)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m eval.train_fusion")
     parser.add_argument("--out", default=str(OUT))
@@ -136,6 +190,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--l2", type=float, default=L2)
     parser.add_argument("--pooled", action="store_true",
                         help="one ranker for both retrieval paths (no separate entity-layer ranker)")
+    parser.add_argument("--trees", default="",
+                        help="paths whose ranker is gradient-boosted trees rather than linear (e.g. walk)")
     args = parser.parse_args(argv)
     from eval.realcode import build as builder
 
@@ -165,22 +221,30 @@ def main(argv: list[str] | None = None) -> int:
             groups += rows
             counts[name] = len(rows)
             _log(f"{name}: {len(rows)} of {len(qs)} questions teach ({time.perf_counter() - started:.0f} s)")
-    rankers = {}
+    rankers: dict[str, LinearRanker | TreeRanker] = {}
+    trees = {p for p in args.trees.split(",") if p}
+    if trees - set(PATHS):
+        parser.error(f"--trees: paths are {', '.join(PATHS)}")
     per_path = not args.pooled
     # The walk's ranker learns from every set (it also serves passage questions that link no
     # entity); the entity layer's, when there is one, from the passage questions alone.
     for path in PATHS if per_path else ("walk",):
         part = [(x, y) for x, y, p in groups if path == "walk" or p == path]
         if part:
-            rankers[path] = fit(part, args.l2)
+            rankers[path] = fit_trees(part) if path in trees else fit(part, args.l2)
             _log(f"{path}: {len(part)} questions")
-    model = FusionModel(Path(args.out).stem, tuple(feature_names()), rankers,
-                        {"trained_on": counts, "loss": "pairwise logistic (RankNet)", "l2": args.l2,
-                         "pooled": not per_path})
+    about: dict[str, Any] = {"trained_on": counts, "loss": "pairwise logistic (RankNet)", "l2": args.l2,
+                             "pooled": not per_path}
+    if trees:
+        about.update(trees=sorted(trees), tree_loss="pointwise logistic, questions weighted alike",
+                     tree_settings=asdict(TreeSettings()))
+    model = FusionModel(Path(args.out).stem, tuple(feature_names()), rankers, about)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     model.save(args.out)
     _log(f"wrote {args.out}: {len(groups)} questions")
     for path, ranker in rankers.items():
+        if not isinstance(ranker, LinearRanker):
+            continue
         top = sorted(zip(feature_names(), ranker.weights), key=lambda p: -abs(p[1]))[:8]
         _log(f"{path}: " + ", ".join(f"{name} {w:+.2f}" for name, w in top))
     return 0

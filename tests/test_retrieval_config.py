@@ -24,6 +24,7 @@ from graphmem.retrieval.learned import (
     CandidateSignals,
     FusionModel,
     QuestionSignals,
+    TreeRanker,
     apply_floor,
     feature_names,
     load_model,
@@ -99,7 +100,7 @@ def test_the_floor_keeps_every_lists_first_candidates_near_the_top() -> None:
 
 
 def test_the_shipped_model_matches_the_features_and_ranks() -> None:
-    model = load_model("fusion-v4")
+    model = load_model("fusion-v5")
     assert list(model.names) == feature_names()
     q = QuestionSignals(asks_kind=True, anchored=True, named=1, relations=frozenset({"CALLS"}), directed=True)
     cands = {"sym:a.py::f": CandidateSignals(ranks={"bm25": 1, "vector": 1, "graph": 1},
@@ -112,7 +113,7 @@ def test_the_shipped_model_matches_the_features_and_ranks() -> None:
 
 
 def test_a_model_for_other_features_or_malformed_is_refused(tmp_path: Path) -> None:
-    good = load_model("fusion-v4").as_dict()
+    good = load_model("fusion-v5").as_dict()
     stale = dict(good, features=good["features"][:-1] + ["something_else"])
     with pytest.raises(ConfigError, match="other features"):
         FusionModel.from_dict(stale)
@@ -125,6 +126,28 @@ def test_a_model_for_other_features_or_malformed_is_refused(tmp_path: Path) -> N
         FusionModel.from_dict(dict(good, format=99))
     with pytest.raises(ConfigError, match="no fusion model"):
         load_model(str(tmp_path / "missing.json"))
+
+
+def test_tree_rankers_score_as_the_boosting_they_were_exported_from() -> None:
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
+    from eval.train_fusion import export_trees
+
+    rng = np.random.default_rng(0)
+    x = rng.random((400, 6))
+    y = (x[:, 0] > 0.5) & (x[:, 3] < 0.4) | (x[:, 2] > 0.9)  # an interaction no linear ranker holds
+    clf = HistGradientBoostingClassifier(max_iter=40, max_leaf_nodes=7, random_state=0).fit(x, y)
+    trees = export_trees(clf)
+    probe = rng.random((50, 6))
+    assert np.allclose(trees.score(probe), clf.decision_function(probe), atol=1e-9)
+    again = TreeRanker.from_dict(json.loads(json.dumps(trees.as_dict())))
+    assert np.allclose(again.score(probe), trees.score(probe), atol=1e-6)
+    again.check(6, "probe")
+    with pytest.raises(ConfigError):
+        again.check(3, "probe")  # a feature the model was not given
+    broken = dict(trees.as_dict(), left=[len(trees.feature)] * len(trees.feature))
+    with pytest.raises(ConfigError):
+        TreeRanker.from_dict(broken).check(6, "probe")
 
 
 def test_a_swept_recipe_brings_its_own_graph_settings(tmp_path: Path) -> None:

@@ -1,13 +1,15 @@
-"""Learned fusion: a small linear ranker over per-candidate features, with a floor.
+"""Learned fusion: a small ranker over per-candidate features, with a floor.
 
 Hand-set multipliers cannot know when to trust each list: a graph list that started from what the
 question names is decisive for "what calls X" and noise for "where is the code that parses
 dates". The ranker sees, for every candidate, each retriever's rank and normalised score, how many
 lists agree, whether its kind is the one asked for, whether and why the question named it, the
 length and relationship types of the graph path that reached it, and the question's shape; it is
-trained pairwise (gold above non-gold of the same question, RankNet's logistic loss) on a
-development split by ``eval/train_fusion.py`` and shipped as a JSON artefact of a few kilobytes,
-one ranker per retrieval path (the organisation walk, the passage entity layer).
+trained on a development split by ``eval/train_fusion.py`` and shipped as a JSON artefact, one
+ranker per retrieval path (the organisation walk, the passage entity layer). A ranker is linear
+(pairwise: gold above non-gold of the same question, RankNet's logistic loss) or a sum of
+gradient-boosted regression trees (:class:`TreeRanker`), which can learn that a feature matters
+only beside another (a two-step path when the question asks for a relationship twice removed).
 
 The floor bounds the damage of a wrong model: the first ``floor_top`` candidates of every single
 list stay within the first ``floor_rank`` places of the fused list.
@@ -31,7 +33,8 @@ LISTS = ("bm25", "vector", "graph")
 KIND_FEATURES = (NodeKind.SYMBOL, NodeKind.FILE, NodeKind.COMMIT, NodeKind.DOCUMENT, NodeKind.ENTITY,
                  NodeKind.SERVICE, NodeKind.PERSON, NodeKind.TEAM, NodeKind.DECISION, NodeKind.INCIDENT)
 MODELS = Path(__file__).resolve().parent / "models"
-FORMAT = 2
+FORMAT = 3
+READABLE_FORMATS = (2, 3)  # format 2: linear rankers only, without a "type"
 PATHS = ("walk", "layer")
 
 
@@ -136,8 +139,66 @@ class LinearRanker:
     def score(self, x: np.ndarray) -> np.ndarray:
         return ((x - self.mean) / self.scale) @ self.weights
 
-    def as_dict(self) -> dict[str, list[float]]:
-        return {key: [round(float(v), 6) for v in getattr(self, key)] for key in ("mean", "scale", "weights")}
+    def as_dict(self) -> dict[str, Any]:
+        return {"type": "linear", **{key: [round(float(v), 6) for v in getattr(self, key)]
+                                     for key in ("mean", "scale", "weights")}}
+
+    @classmethod
+    def from_dict(cls, part: Mapping[str, Any]) -> LinearRanker:
+        return cls(*(np.asarray(part[key], dtype=np.float64) for key in ("mean", "scale", "weights")))
+
+
+@dataclass(frozen=True, slots=True)
+class TreeRanker:
+    """``score = base + the sum of one leaf value per tree``; a tree node sends a candidate left when
+    ``x[feature] <= threshold``. The trees are packed into flat arrays (a leaf's children are itself),
+    so all trees walk all candidates together, one numpy step per level of the deepest tree."""
+
+    base: float
+    feature: np.ndarray  # per node; 0 at leaves (never read: a leaf stays where it is)
+    threshold: np.ndarray
+    left: np.ndarray  # index of the node's left child in the packed arrays
+    right: np.ndarray
+    value: np.ndarray  # leaf values (0 at inner nodes)
+    roots: np.ndarray  # the packed index of each tree's root
+    depth: int
+
+    def check(self, n: int, name: str) -> None:
+        size = len(self.feature)
+        ok = (all(len(a) == size for a in (self.threshold, self.left, self.right, self.value))
+              and size > 0 and len(self.roots) > 0 and self.depth >= 0 and np.isfinite(self.base)
+              and np.all((self.feature >= 0) & (self.feature < n))
+              and all(np.all((a >= 0) & (a < size)) for a in (self.left, self.right, self.roots))
+              and np.all(np.isfinite(self.value)) and not np.any(np.isnan(self.threshold)))
+        if not ok:
+            raise ConfigError(f"fusion model {name!r} is malformed")
+
+    def score(self, x: np.ndarray) -> np.ndarray:
+        x = np.asarray(x, dtype=np.float64)
+        flat = x.ravel()
+        row = (np.arange(len(x), dtype=np.int32) * x.shape[1])[None, :]  # where each candidate's row starts
+        node = np.repeat(self.roots[:, None], len(x), axis=1)  # trees x candidates
+        for _ in range(self.depth):
+            left = flat[row + self.feature[node]] <= self.threshold[node]
+            node = np.where(left, self.left[node], self.right[node])
+        return self.base + self.value[node].sum(axis=0)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"type": "trees", "base": round(float(self.base), 8), "depth": self.depth,
+                "roots": self.roots.tolist(), "feature": self.feature.tolist(),
+                "threshold": [float(v) for v in self.threshold], "left": self.left.tolist(),
+                "right": self.right.tolist(), "value": [round(float(v), 8) for v in self.value]}
+
+    @classmethod
+    def from_dict(cls, part: Mapping[str, Any]) -> TreeRanker:
+        ints = {key: np.asarray(part[key], dtype=np.int32) for key in ("feature", "left", "right", "roots")}
+        return cls(float(part["base"]), ints["feature"], np.asarray(part["threshold"], dtype=np.float64),
+                   ints["left"], ints["right"], np.asarray(part["value"], dtype=np.float64), ints["roots"],
+                   int(part["depth"]))
+
+
+Ranker = LinearRanker | TreeRanker
+_RANKERS: dict[str, type[LinearRanker] | type[TreeRanker]] = {"linear": LinearRanker, "trees": TreeRanker}
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,7 +210,7 @@ class FusionModel:
 
     name: str
     names: tuple[str, ...]
-    rankers: Mapping[str, LinearRanker]
+    rankers: Mapping[str, Ranker]
     about: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -171,11 +232,14 @@ class FusionModel:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> FusionModel:
         try:
-            if data.get("format") != FORMAT:
-                raise ConfigError(f"fusion model format {data.get('format')!r} is not {FORMAT}")
-            rankers = {path: LinearRanker(*(np.asarray(part[key], dtype=np.float64)
-                                            for key in ("mean", "scale", "weights")))
-                       for path, part in dict(data["rankers"]).items()}
+            if data.get("format") not in READABLE_FORMATS:
+                raise ConfigError(f"fusion model format {data.get('format')!r} is not one of {READABLE_FORMATS}")
+            rankers: dict[str, Ranker] = {}
+            for path, part in dict(data["rankers"]).items():
+                kind = part.get("type", "linear")
+                if kind not in _RANKERS:
+                    raise ConfigError(f"fusion model ranker type {kind!r} is not one of {sorted(_RANKERS)}")
+                rankers[path] = _RANKERS[kind].from_dict(part)
             return cls(str(data["name"]), tuple(data["features"]), rankers, dict(data.get("about") or {}))
         except (KeyError, TypeError, ValueError) as exc:
             raise ConfigError(f"malformed fusion model: {exc}") from None
