@@ -117,11 +117,17 @@ def test_a_model_for_other_features_or_malformed_is_refused(tmp_path: Path) -> N
     stale = dict(good, features=good["features"][:-1] + ["something_else"])
     with pytest.raises(ConfigError, match="other features"):
         FusionModel.from_dict(stale)
-    walk = dict(good["rankers"]["walk"], weights=good["rankers"]["walk"]["weights"][:-1])
+    linear = good["rankers"]["layer"]
+    short = dict(linear, weights=linear["weights"][:-1])
     with pytest.raises(ConfigError):
-        FusionModel.from_dict(dict(good, rankers={"walk": walk}))
+        FusionModel.from_dict(dict(good, rankers={"walk": short}))
     with pytest.raises(ConfigError, match="walk"):
-        FusionModel.from_dict(dict(good, rankers={"layer": good["rankers"]["walk"]}))
+        FusionModel.from_dict(dict(good, rankers={"layer": linear}))
+    with pytest.raises(ConfigError, match="type"):
+        FusionModel.from_dict(dict(good, rankers={"walk": dict(linear, type="forest")}))
+    # A model of the previous format (linear rankers without a type) still loads.
+    old = dict(good, format=2, rankers={"walk": {k: v for k, v in linear.items() if k != "type"}})
+    assert FusionModel.from_dict(old).rankers["walk"].as_dict() == linear
     with pytest.raises(ConfigError):
         FusionModel.from_dict(dict(good, format=99))
     with pytest.raises(ConfigError, match="no fusion model"):
