@@ -49,7 +49,8 @@ if TYPE_CHECKING:
 
 TEXT_INDEX = "graphmem_chunk_tokens"
 # HNSW build parameters (Neo4j's defaults are m=16, ef_construction=100); see README.md for the
-# measured recall against exact search. Quantization is off: it cost recall on code chunks.
+# measured recall against exact search. Quantization is off, so the index compares the same float32
+# vectors as the local index does (quantized search was not measured).
 HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 100
 # Distinct query terms sent to Lucene: far below its 1,024-clause limit, far above any question.
@@ -87,7 +88,7 @@ CALL db.index.vector.queryNodes($index, $fetch, $vector) YIELD node, score
 WITH node, score WHERE node.project = $project
 RETURN node.id AS id, score ORDER BY score DESC, id LIMIT $k
 """
-# The index holds only the project's chunks; the filter above is a second guard, and costs nothing.
+# The index holds only the project's chunks; the filter above is a second guard (k + 64 reads).
 
 _VECTOR_SCAN = """
 MATCH (c:Chunk {project: $project}) WHERE c.embedding IS NOT NULL
