@@ -100,7 +100,7 @@ def test_the_floor_keeps_every_lists_first_candidates_near_the_top() -> None:
 
 
 def test_the_shipped_model_matches_the_features_and_ranks() -> None:
-    model = load_model("fusion-v5")
+    model = load_model("fusion-v4")
     assert list(model.names) == feature_names()
     q = QuestionSignals(asks_kind=True, anchored=True, named=1, relations=frozenset({"CALLS"}), directed=True)
     cands = {"sym:a.py::f": CandidateSignals(ranks={"bm25": 1, "vector": 1, "graph": 1},
@@ -113,7 +113,7 @@ def test_the_shipped_model_matches_the_features_and_ranks() -> None:
 
 
 def test_a_model_for_other_features_or_malformed_is_refused(tmp_path: Path) -> None:
-    good = load_model("fusion-v5").as_dict()
+    good = load_model("fusion-v4").as_dict()
     stale = dict(good, features=good["features"][:-1] + ["something_else"])
     with pytest.raises(ConfigError, match="other features"):
         FusionModel.from_dict(stale)
