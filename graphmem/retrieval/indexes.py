@@ -225,6 +225,20 @@ class Consistency:
                 "extra_bm25": len(self.extra_bm25), "error": self.error}
 
 
+def make_embedder(source: Embedder | Callable[[], Embedder] | None) -> SerialEmbedder:
+    """The embedder ``source`` gives (an embedder, a function making one, or ``None`` for the
+    packaged default), safe to share between threads."""
+    if source is None:
+        from graphmem.retrieval.embed import load_embedder
+
+        made: Any = load_embedder()
+    elif callable(source) and not hasattr(source, "encode"):
+        made = source()
+    else:
+        made = source
+    return made if isinstance(made, SerialEmbedder) else SerialEmbedder(made)
+
+
 class Indexes:
     """BM25 and FAISS indexes of one project, stored in ``directory``.
 
@@ -269,20 +283,9 @@ class Indexes:
         if embedder is None:
             with self._lock:
                 if self._embedder is None:
-                    made = self._make_embedder()
-                    self._embedder = made if isinstance(made, SerialEmbedder) else SerialEmbedder(made)  # type: ignore[assignment]
+                    self._embedder = make_embedder(self._embedder_source)
                 embedder = self._embedder
         return embedder
-
-    def _make_embedder(self) -> Embedder:
-        source = self._embedder_source
-        if source is None:
-            from graphmem.retrieval.embed import load_embedder
-
-            return load_embedder()
-        if callable(source) and not hasattr(source, "encode"):
-            return source()
-        return source  # type: ignore[return-value]
 
     @property
     def bm25(self) -> BM25Index:

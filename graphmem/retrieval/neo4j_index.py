@@ -38,6 +38,7 @@ from graphmem.retrieval.indexes import (
     SyncReport,
     document_text,
     embed_chunks,
+    make_embedder,
     text_digest,
 )
 from graphmem.retrieval.tokenize import tokenize
@@ -189,16 +190,7 @@ class Neo4jIndexes:
         if embedder is None:
             with self._lock:
                 if self._embedder is None:
-                    source = self._embedder_source
-                    if source is None:
-                        from graphmem.retrieval.embed import load_embedder
-
-                        made: Any = load_embedder()
-                    elif callable(source) and not hasattr(source, "encode"):
-                        made = source()
-                    else:
-                        made = source
-                    self._embedder = made if isinstance(made, SerialEmbedder) else SerialEmbedder(made)
+                    self._embedder = make_embedder(self._embedder_source)
                 embedder = self._embedder
         return embedder  # type: ignore[return-value]
 
