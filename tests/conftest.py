@@ -89,6 +89,39 @@ def example_org(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[st
                    check=True, capture_output=True)
     return out / "acme", json.loads((out / "facts.json").read_text())
 
+@pytest.fixture(scope="module")
+def template_home(tmp_path_factory: pytest.TempPathFactory, example_org: tuple[Path, dict[str, Any]]) -> Path:
+    """The example organisation ingested once into an embedded home (graph and indexes); tests of
+    a module work on copies of it."""
+    from graphmem.api import Graphmem
+    from graphmem.config import Settings
+
+    home = tmp_path_factory.mktemp("template")
+    with Graphmem(Settings(store="embedded", home=home), "acme") as gm:
+        gm.ingest(example_org[0])
+    return home
+
+
+@pytest.fixture(scope="module")
+def neo4j_acme(neo4j_schema: Any, tmp_path_factory: pytest.TempPathFactory, example_org: tuple[Path, dict[str, Any]],
+               request: pytest.FixtureRequest) -> Iterator[Any]:
+    """The example organisation ingested once into a fresh Neo4j project named after the test
+    module, dropped afterwards; a module's tests share it (they use keys of their own)."""
+    from graphmem.api import Graphmem
+    from graphmem.config import Settings
+    from graphmem.stores.neo4j import Neo4jStore
+
+    name = request.module.__name__.rsplit(".", 1)[-1].removeprefix("test_").replace("_", "-")
+    store = Neo4jStore(neo4j_schema, f"{name}-{uuid.uuid4().hex[:8]}", database=os.environ.get("NEO4J_DATABASE"))
+    g = Graphmem(Settings(store="neo4j", home=tmp_path_factory.mktemp(f"{name}-neo4j")), store.project, store=store)
+    try:
+        g.ingest(example_org[0])
+        yield g
+    finally:
+        store.drop_project()
+        g.close()
+
+
 
 @pytest.fixture(scope="session")
 def embedder() -> Any:

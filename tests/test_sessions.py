@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import fcntl
 import json
-import os
 import shutil
-import uuid
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
@@ -37,31 +35,6 @@ CLAUDE_KEY = f"session:claude-code:{CLAUDE.stem}"
 CODEX_KEY = "session:codex:5d2f8b61-7a3c-4e9d-b2f1-0c4a6e8d1f37"
 NOW = datetime(2026, 6, 10, tzinfo=timezone.utc)  # the fixtures' sessions ended days before
 ROOMY = RetentionConfig(soft_bytes=10 * 2**20, hard_bytes=20 * 2**20, max_age_days=90)
-
-
-@pytest.fixture(scope="module")
-def template_home(tmp_path_factory: pytest.TempPathFactory, example_org: tuple[Path, dict[str, Any]]) -> Path:
-    """The example organisation ingested once (graph and indexes); tests work on copies."""
-    home = tmp_path_factory.mktemp("sessions-template")
-    with Graphmem(Settings(store="embedded", home=home), "acme") as gm:
-        gm.ingest(example_org[0])
-    return home
-
-
-@pytest.fixture(scope="module")
-def neo4j_acme(neo4j_schema: Any, tmp_path_factory: pytest.TempPathFactory,
-               example_org: tuple[Path, dict[str, Any]]) -> Iterator[Graphmem]:
-    """The example organisation in a fresh Neo4j project, dropped afterwards."""
-    from graphmem.stores.neo4j import Neo4jStore
-
-    store = Neo4jStore(neo4j_schema, f"sessions-{uuid.uuid4().hex[:8]}", database=os.environ.get("NEO4J_DATABASE"))
-    g = Graphmem(Settings(store="neo4j", home=tmp_path_factory.mktemp("sessions-neo4j")), store.project, store=store)
-    try:
-        g.ingest(example_org[0])
-        yield g
-    finally:
-        store.drop_project()
-        g.close()
 
 
 @pytest.fixture(params=["embedded", "neo4j"])
