@@ -131,7 +131,7 @@ class Graphmem:
     # --- work -----------------------------------------------------------------------------------
 
     def ingest(self, path: str | Path, *, progress: Progress | None = None, index: bool = True,
-               llm: bool | None = None, force: bool = False, replay: int = 0) -> IngestReport:
+               llm: bool | None = None, force: bool = False, replay: int | None = None) -> IngestReport:
         """Bring the graph up to date with ``path``, then the indexes with the graph, then (with
         ``llm``; by default when ``GRAPHMEM_LLM_BASE_URL`` is set) enrich it with an LLM.
 
@@ -140,17 +140,20 @@ class Graphmem:
         :class:`~graphmem.errors.ConfigError` before anything is ingested. A folder that would close
         most of the project raises :class:`~graphmem.errors.IngestRefused` unless ``force``.
         ``replay``: on a project's first ingest, first ingest up to this many earlier commits of the
-        repository (oldest first), so facts that no longer hold at ``HEAD`` keep their history.
+        repository (oldest first), so facts that no longer hold at ``HEAD`` keep their history
+        (default: the settings', 12 unless ``GRAPHMEM_REPLAY`` says otherwise).
         """
         from graphmem.ingest import ingest, replay_history
 
         use_llm = self.settings.llm.configured if llm is None else llm
         if use_llm:
             self.settings.llm.require()
-        if replay:
-            replay_history(path, self.store, cache_dir=self.cache_dir, points=replay, progress=progress)
+        replay = self.settings.replay if replay is None else replay
+        replayed = replay_history(path, self.store, cache_dir=self.cache_dir, points=replay,
+                                  progress=progress) if replay else []
         report = ingest(path, self.store, cache_dir=self.cache_dir, progress=progress,
                         force=force)
+        report.fold_in(replayed)
         if index:
             report.index = self.sync_indexes(progress=progress).as_dict()
         if use_llm:

@@ -249,13 +249,13 @@ def cli(ctx: click.Context, store: str | None, home: Path | None, project: str |
 @click.option("--force", is_flag=True,
               help="Go on even if the folder is another repository than the project's, or would close most of "
                    "what the project holds (files really removed).")
-@click.option("--replay", type=click.IntRange(0, 10_000), default=0, show_default=True,
+@click.option("--replay", type=click.IntRange(0, 10_000), default=None,
               help="On a project's first ingest, first ingest up to N earlier commits (oldest first, spread over "
                    "the history), so ownership lines, calls and files that no longer exist keep their history "
-                   "for --as-of.")
+                   "for --as-of; 0 reads HEAD alone. [default: GRAPHMEM_REPLAY, else 12]")
 @json_option
 @pass_context
-def ingest(ctx: Context, path: Path, llm: bool | None, force: bool, replay: int, as_json: bool) -> None:
+def ingest(ctx: Context, path: Path, llm: bool | None, force: bool, replay: int | None, as_json: bool) -> None:
     """Ingest a repository or folder: code, git history, decisions, incidents, ownership."""
     use_llm = ctx.settings.llm.configured if llm is None else llm
     if use_llm:
@@ -282,7 +282,8 @@ def ingest(ctx: Context, path: Path, llm: bool | None, force: bool, replay: int,
     click.echo(f"ingested {report.root} into project {project} ({ctx.settings.store} store) "
                f"in {elapsed:.1f} s (graph {report.seconds:.1f} s)")
     click.echo(f"  files: {report.files} ({report.changed} changed, {report.deleted} deleted, "
-               f"{report.unchanged} unchanged); commits read: {report.commits}")
+               f"{report.unchanged} unchanged); commits read: {report.commits}"
+               + (f"; earlier commits replayed first: {report.replayed}" if report.replayed else ""))
     click.echo(f"  written: {w.nodes} nodes, {w.rels} relationships, {w.chunks} chunks; "
                f"closed: {w.closed_nodes} nodes, {w.closed_rels} relationships")
     if w.missing_endpoints:

@@ -116,6 +116,10 @@ def find_home(start: str | Path | None = None) -> Path:
     return Path(HOME_DIR)
 
 
+DEFAULT_REPLAY = 12
+MAX_REPLAY = 10_000
+
+
 @dataclass(slots=True)
 class Settings:
     """Where the graph lives. ``store`` is ``embedded`` (default) or ``neo4j``; ``index`` is ``local``
@@ -127,8 +131,13 @@ class Settings:
     neo4j: Neo4jSettings = field(default_factory=Neo4jSettings)
     llm: LLMSettings = field(default_factory=LLMSettings)
     index: str = "local"
+    # Earlier commits a project's first ingest replays before HEAD, so what no longer holds keeps
+    # the interval it held (``--as-of``); 0 reads HEAD alone.
+    replay: int = DEFAULT_REPLAY
 
     def __post_init__(self) -> None:
+        if not isinstance(self.replay, int) or isinstance(self.replay, bool) or not 0 <= self.replay <= MAX_REPLAY:
+            raise ConfigError(f"replay must be a whole number of commits from 0 to {MAX_REPLAY}, not {self.replay!r}")
         if self.store not in STORES:
             raise ConfigError(f"unknown store {self.store!r}: choose one of {', '.join(STORES)}")
         if self.index not in INDEX_MODES:
@@ -139,8 +148,14 @@ class Settings:
     def from_env(cls, *, store: str | None = None, home: str | Path | None = None,
                  project: str | None = None, index: str | None = None) -> Settings:
         """Explicit arguments win over ``GRAPHMEM_STORE``, ``GRAPHMEM_HOME``, ``GRAPHMEM_PROJECT``,
-        ``GRAPHMEM_INDEX``."""
+        ``GRAPHMEM_INDEX``; ``GRAPHMEM_REPLAY`` sets ``replay``."""
+        raw = os.environ.get("GRAPHMEM_REPLAY", "").strip()
+        try:
+            replay = int(raw) if raw else DEFAULT_REPLAY
+        except ValueError:
+            raise ConfigError(f"GRAPHMEM_REPLAY must be a whole number of commits, not {raw[:40]!r}") from None
         return cls(
+            replay=replay,
             store=store or os.environ.get("GRAPHMEM_STORE") or "embedded",
             home=Path(home or os.environ.get("GRAPHMEM_HOME") or find_home()),
             project=project or os.environ.get("GRAPHMEM_PROJECT") or None,

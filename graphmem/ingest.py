@@ -75,12 +75,23 @@ class IngestReport:
     seconds: float = 0.0
     index: dict[str, object] | None = None  # what the index sync after the ingest did
     enrichment: dict[str, object] | None = None  # what LLM enrichment after the ingest did (graphmem.enrich)
+    replayed: int = 0  # earlier commits ingested before this one (a first ingest's replay)
+
+    def fold_in(self, earlier: list[IngestReport]) -> None:
+        """Count the replayed snapshots' work as this ingest's: writes, commits, redactions, time."""
+        for r in earlier:
+            self.written.add(r.written)
+            self.commits += r.commits
+            self.redactions += r.redactions
+            self.seconds += r.seconds
+        self.replayed += len(earlier)
 
     def as_dict(self) -> dict[str, object]:
         return {
             "project": self.project, "root": self.root, "files": self.files, "changed": self.changed,
             "deleted": self.deleted, "unchanged": self.unchanged, "commits": self.commits,
             "redactions": self.redactions, "head": self.head, "seconds": round(self.seconds, 2),
+            "replayed": self.replayed,
             "written": {k: getattr(self.written, k) for k in self.written.__slots__},  # type: ignore[attr-defined]
             "skipped": [{"path": s.path, "reason": s.reason} for s in self.skipped],
             "index": self.index,

@@ -155,7 +155,9 @@ def test_a_first_ingest_with_replay_keeps_two_years_of_history(tmp_path: Path) -
 
     gm = Graphmem(Settings(store="embedded", home=tmp_path / "home"), "billing")
     try:
-        gm.ingest(repo, llm=False, replay=10)
+        report = gm.ingest(repo, llm=False, replay=10)
+        # The report counts the replayed snapshots' work with HEAD's.
+        assert report.replayed >= 2 and report.written.closed_nodes > 0
 
         def owners(day: str) -> set[str]:
             return {r.src for r in gm.store.get_relationships(["service:billing"], as_of=day)
@@ -181,3 +183,17 @@ def test_a_first_ingest_with_replay_keeps_two_years_of_history(tmp_path: Path) -
         assert not git(repo, "worktree", "list", "--porcelain").count("graphmem-replay")  # nothing left behind
     finally:
         gm.close()
+
+
+def test_replay_is_on_by_default_and_set_by_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from graphmem.config import DEFAULT_REPLAY
+    from graphmem.errors import ConfigError
+
+    monkeypatch.delenv("GRAPHMEM_REPLAY", raising=False)
+    assert Settings().replay == Settings.from_env().replay == DEFAULT_REPLAY > 0
+    monkeypatch.setenv("GRAPHMEM_REPLAY", "0")
+    assert Settings.from_env().replay == 0
+    for bad in ("many", "-3", "1e9"):
+        monkeypatch.setenv("GRAPHMEM_REPLAY", bad)
+        with pytest.raises(ConfigError, match="GRAPHMEM_REPLAY|replay"):
+            Settings.from_env()
