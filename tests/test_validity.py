@@ -155,7 +155,7 @@ def test_a_first_ingest_with_replay_keeps_two_years_of_history(tmp_path: Path) -
 
     gm = Graphmem(Settings(store="embedded", home=tmp_path / "home"), "billing")
     try:
-        report = gm.ingest(repo, llm=False, replay=10)
+        report = gm.ingest(repo, llm=False)  # the default replay: nothing asked for
         # The report counts the replayed snapshots' work with HEAD's.
         assert report.replayed >= 2 and report.written.closed_nodes > 0
 
