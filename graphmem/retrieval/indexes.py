@@ -239,7 +239,26 @@ def make_embedder(source: Embedder | Callable[[], Embedder] | None) -> SerialEmb
     return made if isinstance(made, SerialEmbedder) else SerialEmbedder(made)
 
 
-class Indexes:
+class LazyEmbedder:
+    """Holds a project's embedder, made from ``_embedder_source`` on first use (so a BM25 query or a
+    sync with nothing new never loads a model) and shared by the process's threads."""
+
+    _embedder: Embedder | None
+    _embedder_source: Embedder | Callable[[], Embedder] | None
+    _lock: threading.RLock
+
+    @property
+    def embedder(self) -> Embedder:
+        embedder = self._embedder
+        if embedder is None:
+            with self._lock:
+                if self._embedder is None:
+                    self._embedder = make_embedder(self._embedder_source)
+                embedder = self._embedder
+        return embedder
+
+
+class Indexes(LazyEmbedder):
     """BM25 and FAISS indexes of one project, stored in ``directory``.
 
     The embedder is loaded only when something needs embedding (or a vector query is asked), so a
@@ -276,16 +295,6 @@ class Indexes:
     @property
     def vectors_path(self) -> Path:
         return self.directory / "vectors.npz"
-
-    @property
-    def embedder(self) -> Embedder:
-        embedder = self._embedder
-        if embedder is None:
-            with self._lock:
-                if self._embedder is None:
-                    self._embedder = make_embedder(self._embedder_source)
-                embedder = self._embedder
-        return embedder
 
     @property
     def bm25(self) -> BM25Index:

@@ -33,12 +33,12 @@ from graphmem.errors import StoreError
 from graphmem.model import Chunk, Provenance
 from graphmem.retrieval.indexes import (
     Consistency,
+    LazyEmbedder,
     Progress,
     SerialEmbedder,
     SyncReport,
     document_text,
     embed_chunks,
-    make_embedder,
     text_digest,
 )
 from graphmem.retrieval.tokenize import tokenize
@@ -161,7 +161,7 @@ def _cosine(rows: list[dict[str, Any]]) -> list[tuple[int, float]]:
     return [(r["id"], 2.0 * float(r["score"]) - 1.0) for r in rows]
 
 
-class Neo4jIndexes:
+class Neo4jIndexes(LazyEmbedder):
     """The server-side counterpart of ``graphmem.retrieval.indexes.Indexes`` for one project.
 
     Attaching it to the store (``attach``) makes every chunk write carry its index entries; ``sync``
@@ -183,16 +183,6 @@ class Neo4jIndexes:
         self.vectors = VectorSearch(self)
 
     # --- parts ----------------------------------------------------------------------------------
-
-    @property
-    def embedder(self) -> Embedder:
-        embedder = self._embedder
-        if embedder is None:
-            with self._lock:
-                if self._embedder is None:
-                    self._embedder = make_embedder(self._embedder_source)
-                embedder = self._embedder
-        return embedder  # type: ignore[return-value]
 
     def ensure_schema(self) -> None:
         """Create the project's vector index and the full-text index (idempotent); refuse a vector
