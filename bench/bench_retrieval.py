@@ -8,6 +8,10 @@ sentence-transformers + FAISS (flat inner product). Reports p50/p95 per stage an
 
     python bench/bench_retrieval.py [--sizes 10000,100000] [--queries 200] [--home DIR]
 
+``--vectors hashed`` (with ``--no-baselines``) replaces the embedding model by feature-hashed bags of
+tokens, for sizes the model cannot embed in reasonable time on two cores (1,000,000 chunks): the
+vectors have no semantic quality, so that run measures latency, build time and memory only.
+
 Goals on a 2-core machine at 100,000 chunks: ``hybrid`` p95 <= 50 ms, ``hybrid-rerank`` p95 <= 300 ms.
 """
 
@@ -20,6 +24,8 @@ import random
 import resource
 import statistics
 import time
+import zlib
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -42,6 +48,35 @@ def rss_mb() -> float:
 
 def peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+class HashedEmbedder:
+    """Feature hashing of a text's tokens into ``dim`` signed buckets, L2-normalised: deterministic
+    and about a thousand times faster than the model, with no semantic quality (latency only)."""
+
+    name = "hashed-tokens"
+
+    def __init__(self, dim: int = 384) -> None:
+        self.dim = dim
+
+    def fingerprint(self) -> str:
+        return f"{self.name}/{self.dim}"
+
+    def encode(self, texts: Sequence[str], *, kinds: Sequence[str] | None = None,
+               batch_size: int | None = None) -> np.ndarray:
+        rows: list[int] = []
+        hashes: list[int] = []
+        for i, text in enumerate(texts):
+            for token in tokenize(text):
+                rows.append(i)
+                hashes.append(zlib.crc32(token.encode()))
+        h = np.asarray(hashes, dtype=np.int64)
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        np.add.at(out, (np.asarray(rows, dtype=np.int64), h % self.dim), np.where(h & 0x80000000, 1.0, -1.0))
+        return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
+
+    def encode_query(self, text: str) -> np.ndarray:
+        return self.encode([text])[0]
 
 
 def build(store: EmbeddedStore, chunks_wanted: int, seed: int = 7) -> dict[str, list[str]]:
@@ -163,7 +198,8 @@ def pct(values: list[float], q: float) -> float:
     return float(np.percentile(values, q)) if values else float("nan")
 
 
-def run_size(size: int, home: Path, n_queries: int, modes: list[str]) -> None:
+def run_size(size: int, home: Path, n_queries: int, modes: list[str], *, hashed: bool = False,
+             baselines: bool = True) -> None:
     store = EmbeddedStore(home / f"n{size}", "bench")
     if store.counts().chunks == 0:
         t = time.perf_counter()
@@ -174,7 +210,9 @@ def run_size(size: int, home: Path, n_queries: int, modes: list[str]) -> None:
     for key in keys["all"]:
         by_kind.setdefault(key.split(":", 1)[0].replace("sym", "symbol").replace("adr", "decision"), []).append(key)
     counts = store.counts()
-    indexes = Indexes(home / f"n{size}" / "index", cache_dir=home / "cache")
+    # Hashed vectors live apart, so they never replace the model's.
+    indexes = Indexes(home / f"n{size}" / ("index-hashed" if hashed else "index"), cache_dir=home / "cache",
+                      embedder=HashedEmbedder() if hashed else None)
     t = time.perf_counter()
     report = indexes.sync(store, progress=None)
     print(f"[{size}] {counts.chunks} chunks, {counts.total_nodes} nodes, {counts.total_rels} rels; index sync "
@@ -207,6 +245,10 @@ def run_size(size: int, home: Path, n_queries: int, modes: list[str]) -> None:
                 stages.setdefault(name, []).append(ms)
         print(f"{mode:<14}" + "".join(f"{pct(stages[s], 50):>10.1f}/{pct(stages[s], 95):<9.1f}"
                                         for s in ("bm25", "vector", "graph", "fusion", "rerank", "total")))
+    if not baselines:
+        print(f"[{size}] peak RSS {peak_mb():.0f} MB")
+        store.close()
+        return
 
     # Baselines: plain rank-bm25 and plain sentence-transformers + FAISS over the same chunks.
     from rank_bm25 import BM25Okapi
@@ -249,9 +291,14 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--modes", default="bm25,vector,graph,hybrid,hybrid-rerank")
     parser.add_argument("--home", type=Path, default=Path.home() / ".cache" / "graphmem" / "bench-retrieval")
+    parser.add_argument("--vectors", choices=("model", "hashed"), default="model",
+                        help="embed with the model, or hash tokens (latency and memory only)")
+    parser.add_argument("--no-baselines", dest="baselines", action="store_false",
+                        help="skip plain rank-bm25 and sentence-transformers + FAISS")
     args = parser.parse_args()
     for size in (int(s) for s in args.sizes.split(",")):
-        run_size(size, args.home, args.queries, args.modes.split(","))
+        run_size(size, args.home, args.queries, args.modes.split(","), hashed=args.vectors == "hashed",
+                 baselines=args.baselines)
 
 
 if __name__ == "__main__":
