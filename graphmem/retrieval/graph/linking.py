@@ -84,9 +84,11 @@ def link(cat: Catalog, q: Question, config: LinkConfig, *, names: tuple[list[str
         add([k for k in cat.by_kind.get(NodeKind.COMMIT, []) if k[7:].startswith(sha)], 1.0, LinkReason.IDENTIFIER, f"commit {sha}")
     # Names: the longest word sequences first, so "billing service" is not also "billing".
     words = [singular(w) for w in words_of(q.text)]
-    raw = WORD.findall(q.text)
+    spans = list(WORD.finditer(q.text))
+    raw = [m.group() for m in spans]
     used = [False] * len(words)
     quoted = _quoted_words(q.text)
+    written = {i for i in range(len(raw)) if _written_as_name(q.text, spans, i)}
     for size in range(config.max_name_words, 0, -1):
         # Of overlapping names of one length, those not starting or ending with a function word
         # go first: "the World Series" names "World Series", not "the World".
@@ -100,7 +102,7 @@ def link(cat: Catalog, q: Question, config: LinkConfig, *, names: tuple[list[str
             if not keys or (size == 1 and gram[0] in STOP) or gram in ignore:
                 continue
             if size == 1 and all(cat.nodes[k][0] is NodeKind.SYMBOL for k in keys) \
-                    and not IDENT_LIKE.search(raw[i]) and not _framed_as_code(words, quoted, i):
+                    and not IDENT_LIKE.search(raw[i]) and i not in written and not _framed_as_code(words, quoted, i):
                 continue  # a plain English word that happens to name a function
             add(keys, 1.0, LinkReason.NAME, " ".join(raw[i:i + size]))
             used[i:i + size] = [True] * size
@@ -188,6 +190,15 @@ def _quoted_words(text: str) -> set[str]:
     """Words the question writes as code: in backticks or quotes."""
     spans = re.findall(r"`([^`]+)`|'([^'\s]+)'|\"([^\"\s]+)\"", text)
     return {singular(w) for groups in spans for span in groups if span for w in words_of(span)}
+
+
+def _written_as_name(text: str, spans: list[re.Match[str]], i: int) -> bool:
+    """Whether one word is written as a name: called ("service()") or capitalised inside a sentence
+    ("jump to Integer"), where English capitalises only a sentence's first word."""
+    if text.startswith("(", spans[i].end()):
+        return True
+    before = text[:spans[i].start()].rstrip()
+    return i > 0 and spans[i].group()[0].isupper() and not before.endswith((".", "!", "?", ":", "\n"))
 
 
 def _framed_as_code(words: list[str], quoted: set[str], i: int) -> bool:

@@ -1,0 +1,53 @@
+"""Linking a question to the code it names: when one word is a name and when it is English."""
+
+from __future__ import annotations
+
+import pytest
+
+from graphmem.model import Node, Provenance
+from graphmem.retrieval.config import LinkConfig
+from graphmem.retrieval.graph.catalog import Catalog
+from graphmem.retrieval.graph.linking import link
+from graphmem.retrieval.question import parse_question
+from graphmem.stores.embedded import EmbeddedStore
+
+SERVICE_FN = "sym:examples/server/main.go::service"
+INTEGER = "sym:src/fields.py::Integer"
+PROJECT_METHOD = "sym:tools/premake.py::Toolchain.project"
+
+
+@pytest.fixture(scope="module")
+def catalog(tmp_path_factory: pytest.TempPathFactory) -> Catalog:
+    store = EmbeddedStore(tmp_path_factory.mktemp("home"), "linking")
+    prov = Provenance("src", "test")
+    store.upsert([Node(SERVICE_FN, "service", prov, {"symbol_kind": "function"}),
+                  Node(INTEGER, "Integer", prov, {"symbol_kind": "class"}),
+                  Node(PROJECT_METHOD, "project", prov, {"symbol_kind": "method"})], [], [])
+    cat = Catalog.build(store)
+    store.close()
+    return cat
+
+
+def linked(cat: Catalog, text: str) -> set[str]:
+    return set(link(cat, parse_question(text), LinkConfig()))
+
+
+@pytest.mark.parametrize("text, key", [
+    ("Where is service() defined?", SERVICE_FN),  # written as a call
+    ("Show me the source of project().", PROJECT_METHOD),
+    ("Jump to Integer in the fields code.", INTEGER),  # capitalised inside a sentence
+    ("Where does the `service` function live?", SERVICE_FN),  # quoted, and next to a code noun
+])
+def test_a_word_written_as_a_name_links_the_symbol(catalog: Catalog, text: str, key: str) -> None:
+    assert key in linked(catalog, text)
+
+
+@pytest.mark.parametrize("text", [
+    "Which service handles refunds?",  # an English word that happens to name a function
+    "Integer overflow: where is it checked?",  # capitalised only because it starts the sentence
+    "Where is the project configured? Integer values come later.",  # starts the second sentence
+    "Who owns this project?",
+])
+def test_a_plain_english_word_links_nothing(catalog: Catalog, text: str) -> None:
+    assert linked(catalog, text) == set()
+
