@@ -198,7 +198,7 @@ def _written_as_name(text: str, spans: list[re.Match[str]], i: int) -> bool:
     if text.startswith("(", spans[i].end()):
         return True
     before = text[:spans[i].start()].rstrip()
-    return i > 0 and spans[i].group()[0].isupper() and not before.endswith((".", "!", "?", ":", "\n"))
+    return i > 0 and spans[i].group()[0].isupper() and not before.endswith((".", "!", "?", ":"))
 
 
 def _framed_as_code(words: list[str], quoted: set[str], i: int) -> bool:
