@@ -11,6 +11,9 @@ sentence-transformers + FAISS (flat inner product). Reports p50/p95 per stage an
 ``--vectors hashed`` (with ``--no-baselines``) replaces the embedding model by feature-hashed bags of
 tokens, for sizes the model cannot embed in reasonable time on two cores (1,000,000 chunks): the
 vectors have no semantic quality, so that run measures latency, build time and memory only.
+``--indexes-only`` builds and times the BM25 and FAISS indexes alone (no graph store, no graph
+retrieval): the embedded store holds the whole graph in memory, which at 1,000,000 chunks is more
+than this machine has to spare (see the README's growth curve).
 
 Goals on a 2-core machine at 100,000 chunks: ``hybrid`` p95 <= 50 ms, ``hybrid-rerank`` p95 <= 300 ms.
 """
@@ -175,6 +178,57 @@ def build(store: EmbeddedStore, chunks_wanted: int, seed: int = 7) -> dict[str, 
     return keys
 
 
+class ChunkSink:
+    """Keeps the chunks ``build`` writes and nothing else: all ``Indexes.sync`` reads of a store."""
+
+    def __init__(self) -> None:
+        self.chunks: list[Chunk] = []
+
+    def upsert(self, nodes: list[Node], rels: list[Relationship], chunks: list[Chunk]) -> None:
+        self.chunks.extend(chunks)
+
+    def iter_chunks(self) -> list[Chunk]:
+        return self.chunks
+
+    def get_meta(self, name: str) -> None:
+        return None  # no metadata: nothing but these chunks is ever written here
+
+
+def run_indexes_only(size: int, home: Path, n_queries: int, *, hashed: bool) -> None:
+    """Build time, memory and search latency of the two indexes alone, at the depth the engine
+    fetches (``chunk_candidates``)."""
+    from graphmem.retrieval.config import CandidateConfig
+
+    fetch = CandidateConfig().chunk_candidates
+    t = time.perf_counter()
+    sink = ChunkSink()
+    keys = build(sink, size)  # type: ignore[arg-type]
+    gc.collect()
+    print(f"[{size}] generated {len(sink.chunks)} chunks in {time.perf_counter() - t:.1f} s; RSS {rss_mb():.0f} MB, "
+          f"peak {peak_mb():.0f} MB")
+    indexes = Indexes(home / f"n{size}" / ("indexes-only-hashed" if hashed else "indexes-only"),
+                      cache_dir=home / "cache", embedder=HashedEmbedder() if hashed else None)
+    t = time.perf_counter()
+    report = indexes.sync(sink)  # type: ignore[arg-type]
+    print(f"[{size}] index sync {time.perf_counter() - t:.1f} s (embedded {report.embedded}, from cache "
+          f"{report.from_cache}); vector index {indexes.vectors.kind}; RSS {rss_mb():.0f} MB, peak {peak_mb():.0f} MB")
+    qs = questions(keys, n_queries)
+    bm25, vectors, embedder = indexes.bm25, indexes.vectors, indexes.embedder
+    bm25.search(qs[0], fetch)
+    vectors.search(embedder.encode_query(qs[0]), fetch)
+    lat: dict[str, list[float]] = {"bm25": [], "vector": []}
+    for q in qs:
+        t = time.perf_counter()
+        bm25.search(q, fetch)
+        lat["bm25"].append((time.perf_counter() - t) * 1000)
+        t = time.perf_counter()
+        vectors.search(embedder.encode_query(q), fetch)
+        lat["vector"].append((time.perf_counter() - t) * 1000)
+    for name, values in lat.items():
+        print(f"[{size}] {name:<7} top-{fetch} p50 / p95 {pct(values, 50):.1f} / {pct(values, 95):.1f} ms")
+    print(f"[{size}] peak RSS {peak_mb():.0f} MB")
+
+
 def questions(keys: dict[str, list[str]], n: int, seed: int = 3) -> list[str]:
     rng = random.Random(seed)
     out = []
@@ -295,8 +349,13 @@ def main() -> None:
                         help="embed with the model, or hash tokens (latency and memory only)")
     parser.add_argument("--no-baselines", dest="baselines", action="store_false",
                         help="skip plain rank-bm25 and sentence-transformers + FAISS")
+    parser.add_argument("--indexes-only", action="store_true",
+                        help="build and time the BM25 and vector indexes alone, without a graph store")
     args = parser.parse_args()
     for size in (int(s) for s in args.sizes.split(",")):
+        if args.indexes_only:
+            run_indexes_only(size, args.home, args.queries, hashed=args.vectors == "hashed")
+            continue
         run_size(size, args.home, args.queries, args.modes.split(","), hashed=args.vectors == "hashed",
                  baselines=args.baselines)
 
