@@ -12,7 +12,9 @@ The command line, the MCP server and the evaluation harness all go through this 
 
 One ``Graphmem`` may answer from several threads at once. ``query`` first drops indexes another
 process has saved since they were loaded, and the store reloads a graph another process changed,
-so every answer reflects the latest committed ingest. ``ingest`` syncs a fork of the indexes and
+so every answer reflects the latest committed ingest; over Neo4j, local indexes that no process
+sharing this home has synced with another process's ingest are synced within seconds
+(``Indexes.follow``). ``ingest`` syncs a fork of the indexes and
 swaps it in whole at the end, so queries running meanwhile use the old indexes or the new ones.
 """
 
@@ -188,6 +190,8 @@ class Graphmem:
               path_prefix: str | None = None, now: datetime | None = None, as_of: str | None = None) -> Answer:
         """Answer a question (see :class:`graphmem.retrieval.engine.Retriever`); ``as_of`` (ISO time)
         walks the graph as it was then."""
+        if self.settings.index == "local":
+            self.indexes.follow(self.store)  # chunk writes no sync of this home has seen (another server's)
         self.indexes.refresh()  # indexes another process saved since they were loaded
         answer = self.retriever.query(text, mode=mode, k=k, kinds=kinds, path_prefix=path_prefix, now=now,
                                       as_of=as_of)

@@ -17,6 +17,22 @@ DEFAULT_NEO4J_URI = "bolt://127.0.0.1:7687"
 DEFAULT_NEO4J_PASSWORD = "graphmem-local"
 
 
+# What the official driver speaks Bolt with: direct (bolt) or routing (neo4j: a cluster's leader for
+# writes, its readers for read transactions; Aura), each plain, TLS (+s) or TLS with a self-signed
+# certificate (+ssc). A single server accepts neo4j:// too.
+NEO4J_SCHEMES = ("bolt", "bolt+s", "bolt+ssc", "neo4j", "neo4j+s", "neo4j+ssc")
+
+
+def check_neo4j_uri(uri: str) -> str:
+    """``uri`` if it is a Bolt URI the driver can use, else a :class:`ConfigError` saying which are."""
+    scheme, sep, rest = uri.strip().partition("://")
+    if not sep or scheme.lower() not in NEO4J_SCHEMES or not rest.strip("/"):
+        got = f"a {scheme[:20]!r} URI" if sep else "no URI scheme"  # never the rest: it may hold a password
+        raise ConfigError(f"NEO4J_URI must be a URI such as bolt://host:7687, neo4j://host:7687 or "
+                          f"neo4j+s://<id>.databases.neo4j.io (schemes: {', '.join(NEO4J_SCHEMES)}); got {got}")
+    return uri.strip()
+
+
 @dataclass(slots=True)
 class Neo4jSettings:
     """How to reach Neo4j (``NEO4J_URI``, ``NEO4J_USERNAME``, ``NEO4J_PASSWORD``, ``NEO4J_DATABASE``)."""

@@ -559,7 +559,9 @@ def serve(settings: Settings, project: str, *, transport: str = "stdio", host: s
 
                 security = TransportSecuritySettings(allowed_hosts=list(allowed_hosts),
                                                      allowed_origins=[f"http://{h}" for h in allowed_hosts])
-            server.run("streamable-http", host=host, port=port, transport_security=security)
+            # Stateless: no MCP session lives in the process, so any of several servers behind one
+            # endpoint can answer any request (docker-compose.yml, README "Several servers").
+            server.run("streamable-http", host=host, port=port, transport_security=security, stateless_http=True)
     finally:
         service.close()
 

@@ -11,19 +11,27 @@ Several threads may query one ``Indexes`` while a ``fork`` of it syncs (``Graphm
 fork loads its own copies, and ``adopt`` swaps them in whole once they are saved, so a query never
 sees an index half updated. ``refresh`` notices files another process has saved since they were
 loaded (by file identity: two ``stat`` calls) and drops the stale copies.
+
+Over a store shared by processes (Neo4j), a process also notices chunk writes whose sync it never
+saw (another server's ingest, with another home): each sync records the store's chunk generation
+(``CHUNKS_GENERATION``) it read, and ``follow``, at most every ``FOLLOW_EVERY_S`` seconds, syncs
+when the store's is another. Syncs of one index folder take turns across processes (a file lock),
+and one that finds the folder synced at that generation meanwhile does nothing.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import tempfile
 from collections import deque
 import sqlite3
 import threading
 import time
 import weakref
 import zipfile
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,6 +42,7 @@ from graphmem.errors import StoreError
 from graphmem.model import Chunk
 from graphmem.retrieval.bm25 import BM25Index
 from graphmem.retrieval.vectors import DEFAULT_HNSW_THRESHOLD, VectorIndex
+from graphmem.stores.base import CHUNKS_GENERATION, INCOMPLETE
 
 if TYPE_CHECKING:
     from graphmem.retrieval.embed import Embedder
@@ -45,6 +54,9 @@ EMBED_BATCH = 256
 # behind an ingest's embedding waits for one such part (a fraction of a second), not a whole batch.
 ENCODE_PART = 32
 FileId = tuple[int, int, int, int]
+# Seconds between two checks of the store's chunk generation (one small read): another process's
+# ingest is in this process's answers at most this long (plus the sync) after it ends.
+FOLLOW_EVERY_S = 2.0
 
 
 def file_id(path: Path) -> FileId | None:
@@ -285,6 +297,8 @@ class Indexes(LazyEmbedder):
         self._bm25_id: FileId | None = None
         self._vectors_id: FileId | None = None
         self._lock = threading.RLock()
+        self._follow_lock = threading.Lock()
+        self._followed_at: float | None = None  # time.monotonic() of the last check
 
     # --- parts ----------------------------------------------------------------------------------
 
@@ -295,6 +309,47 @@ class Indexes(LazyEmbedder):
     @property
     def vectors_path(self) -> Path:
         return self.directory / "vectors.npz"
+
+    @property
+    def generation_path(self) -> Path:
+        """The store's chunk generation the saved indexes were synced at."""
+        return self.directory / "generation"
+
+    def synced_generation(self) -> str | None:
+        """The chunk generation recorded by the last sync of the saved files (by any process)."""
+        try:
+            return self.generation_path.read_text(encoding="utf-8").strip() or None
+        except FileNotFoundError:
+            return None
+
+    def _record_generation(self, generation: str | None) -> None:
+        """Record ``generation`` once both files are saved (atomically: a reader sees one value)."""
+        if generation is None or generation == self.synced_generation():
+            return
+        fd, tmp = tempfile.mkstemp(prefix="generation.", suffix=".tmp", dir=self.directory)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(generation)
+            os.replace(tmp, self.generation_path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+    @contextlib.contextmanager
+    def _sync_lock(self) -> Iterator[None]:
+        """Syncs of this folder take turns, across processes sharing the home."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        try:
+            import fcntl
+        except ImportError:  # Windows: saves stay atomic; two syncs may duplicate work
+            yield
+            return
+        with open(self.directory / "sync.lock", "a+b") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
 
     @property
     def bm25(self) -> BM25Index:
@@ -375,6 +430,28 @@ class Indexes(LazyEmbedder):
                 self._vectors, self._vectors_id, dropped = None, None, True
         return dropped
 
+    def follow(self, store: GraphStore) -> SyncReport | None:
+        """Catch up with chunk writes this process did not sync (see the module docstring): at
+        most every ``FOLLOW_EVERY_S`` seconds, by one thread at a time (the others go on with the
+        loaded indexes), and not while an ingest is writing (it syncs when done). Syncs a fork and
+        adopts it, as ``Graphmem.sync_indexes`` does; ``None`` when there was nothing to check."""
+        now = time.monotonic()
+        if self._followed_at is not None and now - self._followed_at < FOLLOW_EVERY_S:
+            return None
+        if not self._follow_lock.acquire(blocking=False):
+            return None
+        try:
+            self._followed_at = now
+            generation = store.get_meta(CHUNKS_GENERATION)
+            if generation is None or generation == self.synced_generation() or store.get_meta(INCOMPLETE):
+                return None
+            fork = self.fork()
+            report = fork.sync(store, unless_synced_at=generation)
+            self.adopt(fork)
+            return report
+        finally:
+            self._follow_lock.release()
+
     def fork(self) -> Indexes:
         """Another handle on the same files and embedder with nothing loaded: ``sync`` it while
         this one serves queries, then ``adopt`` it."""
@@ -403,8 +480,21 @@ class Indexes(LazyEmbedder):
 
     # --- keeping in step ------------------------------------------------------------------------
 
-    def sync(self, store: GraphStore, *, progress: Progress | None = None, full: bool = False) -> SyncReport:
-        """Bring both indexes in line with the store's chunks. ``full`` re-indexes every chunk."""
+    def sync(self, store: GraphStore, *, progress: Progress | None = None, full: bool = False,
+             unless_synced_at: str | None = None) -> SyncReport:
+        """Bring both indexes in line with the store's chunks. ``full`` re-indexes every chunk;
+        ``unless_synced_at``: do nothing if the saved files were synced at this chunk generation
+        (by another process, while this one waited for its turn)."""
+        with self._sync_lock():
+            if unless_synced_at is not None and unless_synced_at == self.synced_generation():
+                return SyncReport()
+            # Read before the chunks: a write after it leaves a generation this one is not.
+            generation = store.get_meta(CHUNKS_GENERATION)
+            report = self._sync(store, progress=progress, full=full)
+            self._record_generation(generation)
+            return report
+
+    def _sync(self, store: GraphStore, *, progress: Progress | None, full: bool) -> SyncReport:
         started = time.perf_counter()
         report = SyncReport()
         note = progress or (lambda stage, done, total: None)

@@ -29,6 +29,9 @@ DIRECTIONS = ("out", "in", "both")
 
 # Meta entry present while an ingest's writes are under way (or after one was killed mid-write).
 INCOMPLETE = "ingest_incomplete"
+# Meta entry a store shared by processes (Neo4j) changes with every write that may change a
+# project's chunks: a process whose local indexes were synced at another value is behind.
+CHUNKS_GENERATION = "chunks_generation"
 
 @dataclass(frozen=True, slots=True)
 class Step:

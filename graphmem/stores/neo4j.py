@@ -25,7 +25,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from graphmem.config import Neo4jSettings
+from graphmem.config import Neo4jSettings, check_neo4j_uri
 from graphmem.cypher import read_cypher, split_statements
 from graphmem.errors import StoreError, StoreUnavailable
 from graphmem.model import (
@@ -41,7 +41,17 @@ from graphmem.model import (
     now_iso,
     to_iso,
 )
-from graphmem.stores.base import Hub, Counts, Direction, Edge, Keep, Step, TraversalMixin, WriteSummary
+from graphmem.stores.base import (
+    CHUNKS_GENERATION,
+    Counts,
+    Direction,
+    Edge,
+    Hub,
+    Keep,
+    Step,
+    TraversalMixin,
+    WriteSummary,
+)
 from graphmem.stores.batch import Batch, ProvenanceStamper, element_sources, prepare_batch
 
 T = TypeVar("T")
@@ -50,7 +60,19 @@ T = TypeVar("T")
 # reads thousands per question) until it changes, as the embedded store does.
 GENERATION = "graph_generation"
 EXPAND_CACHE_LIMIT = 50_000  # nodes whose expansion is kept (emptied when full)
-_BUMP = "MERGE (m:GraphmemMeta {project: $project, name: $name}) SET m.value = $value"
+_BUMP = "UNWIND $names AS name MERGE (m:GraphmemMeta {project: $project, name: name}) SET m.value = $value"
+# Bookmarks of each Neo4j (by URI) shared by the stores of this process: with a cluster, a read
+# that follows a write, even on another connection (an MCP server's ingest and its readers), waits
+# for a member that has the write.
+_BOOKMARKS: dict[str, Any] = {}
+_BOOKMARKS_LOCK = threading.Lock()
+
+
+def _shared_bookmarks(uri: str) -> Any:
+    import neo4j
+
+    with _BOOKMARKS_LOCK:
+        return _BOOKMARKS.setdefault(uri, neo4j.GraphDatabase.bookmark_manager())
 
 _BOOKKEEPING = frozenset({"project", "key", "kind", "name", "sources", "multi", "valid_from", "valid_to"})
 _PROV = frozenset(PROVENANCE_FIELDS)
@@ -267,8 +289,13 @@ class Neo4jStore(TraversalMixin):
     """A project's graph in a Neo4j 5 database (shared with other projects, never mixed)."""
 
     def __init__(self, driver: Any, project: str, *, database: str | None = None,
-                 batch_size: int = 10_000, writers: int = 2, owns_driver: bool = False) -> None:
+                 batch_size: int = 10_000, writers: int = 2, owns_driver: bool = False,
+                 bookmarks: Any = None) -> None:
+        import neo4j
+
         self._driver = driver
+        # Reads go to a cluster's readers (read transactions) and still see this process's writes.
+        self._bookmarks = bookmarks if bookmarks is not None else neo4j.GraphDatabase.bookmark_manager()
         self._project = check_project(project)
         self._database = database
         self._batch_size = batch_size
@@ -282,11 +309,14 @@ class Neo4jStore(TraversalMixin):
     @classmethod
     def connect(cls, project: str, *, uri: str | None = None, username: str | None = None,
                 password: str | None = None, database: str | None = None, **kw: Any) -> Neo4jStore:
-        """Connect with the given settings or ``NEO4J_URI``/``_USERNAME``/``_PASSWORD``/``_DATABASE``."""
+        """Connect with the given settings or ``NEO4J_URI``/``_USERNAME``/``_PASSWORD``/``_DATABASE``.
+
+        A ``neo4j://`` or ``neo4j+s://`` URI (a cluster, Aura) routes: writes go to the leader, and
+        reads, run as read transactions, to the readers."""
         import neo4j  # deferred: importing graphmem must not pull in the driver
 
         env = Neo4jSettings.from_env()
-        uri = uri or env.uri
+        uri = check_neo4j_uri(uri or env.uri)
         auth = (username or env.username, password or env.password)
         database = database or env.database
         try:
@@ -299,7 +329,7 @@ class Neo4jStore(TraversalMixin):
                 f"cannot reach Neo4j at {uri}: {exc.__class__.__name__}: {reason}. "
                 "Start one with `scripts/neo4j-local start` (or docker compose up neo4j) and set NEO4J_*"
             ) from exc
-        return cls(driver, project, database=database, owns_driver=True, **kw)
+        return cls(driver, project, database=database, owns_driver=True, bookmarks=_shared_bookmarks(uri), **kw)
 
     @property
     def project(self) -> str:
@@ -331,12 +361,16 @@ class Neo4jStore(TraversalMixin):
 
     # --- plumbing -------------------------------------------------------------------------------
 
+    def session(self, **kw: Any) -> Any:
+        """A driver session on the store's database that carries the process's bookmarks."""
+        return self._driver.session(database=self._database, bookmark_manager=self._bookmarks, **kw)
+
     def _run(self, write: bool, work: Callable[[Any], Any]) -> Any:
         """Run ``work(tx)`` in a managed transaction (retried by the driver on transient errors)."""
         import neo4j.exceptions as nx
 
         try:
-            with self._driver.session(database=self._database) as session:
+            with self.session() as session:
                 return (session.execute_write if write else session.execute_read)(work)
         except (nx.ServiceUnavailable, nx.SessionExpired, nx.AuthError) as exc:
             raise StoreUnavailable(f"Neo4j is not available: {exc}") from exc
@@ -370,7 +404,7 @@ class Neo4jStore(TraversalMixin):
             else:
                 expanded.append(statement)
         # Schema commands cannot share a transaction with writes; run each on its own.
-        with self._driver.session(database=self._database) as session:
+        with self.session() as session:
             for statement in expanded:
                 session.run(statement).consume()
             session.run("CALL db.awaitIndexes(300)").consume()
@@ -391,12 +425,14 @@ class Neo4jStore(TraversalMixin):
         try:
             self._pipeline(self._write_jobs(batch, at, summary))
         finally:  # after the writes (even some of them): a reader keeping older expansions drops them
-            self._run(True, self._bump)
+            self._run(True, lambda tx: self._bump(tx, chunks=bool(batch.chunks)))
         return summary
 
-    def _bump(self, tx: Any) -> None:
-        """A new generation: every process drops the expansions it keeps."""
-        tx.run(_BUMP, project=self._project, name=GENERATION, value=uuid.uuid4().hex).consume()
+    def _bump(self, tx: Any, *, chunks: bool = False) -> None:
+        """A new generation: every process drops the expansions it keeps; with ``chunks`` (the
+        write may have changed chunks) processes with local indexes sync them (``CHUNKS_GENERATION``)."""
+        tx.run(_BUMP, project=self._project, names=[GENERATION, CHUNKS_GENERATION] if chunks else [GENERATION],
+               value=uuid.uuid4().hex).consume()
         with self._cache_lock:
             self._expanded, self._generation = {}, None
 
@@ -619,7 +655,7 @@ class Neo4jStore(TraversalMixin):
                 """MATCH (c:Chunk {project: $project}) WHERE c.source_path IN $paths AND NOT c.id IN $keep
                    DETACH DELETE c RETURN count(*) AS c""", project=project, paths=paths,
                 keep=sorted(keep.chunks)).single()["c"]
-            self._bump(tx)
+            self._bump(tx, chunks=summary.removed_chunks > 0)
 
         self._run(True, work)
         return summary
@@ -785,7 +821,7 @@ class Neo4jStore(TraversalMixin):
     def drop_project(self) -> None:
         with self._cache_lock:
             self._expanded, self._generation = {}, None
-        with self._driver.session(database=self._database) as session:  # the project's own vector index
+        with self.session() as session:  # the project's own vector index
             session.run(f"DROP INDEX {vector_index_name(self._project)} IF EXISTS").consume()
         for label in (NODE_LABEL, "Chunk", "GraphmemMeta", "GraphmemSource"):
             while True:
