@@ -47,6 +47,7 @@ def test_a_word_written_as_a_name_links_the_symbol(catalog: Catalog, text: str, 
     "Integer overflow: where is it checked?",  # capitalised only because it starts the sentence
     "Where is the project configured? Integer values come later.",  # starts the second sentence
     "Who owns this project?",
+    "Which SERVICE answers health checks?",  # capitals alone: an acronym's spelling, not a name
 ])
 def test_a_plain_english_word_links_nothing(catalog: Catalog, text: str) -> None:
     assert linked(catalog, text) == set()

@@ -194,11 +194,14 @@ def _quoted_words(text: str) -> set[str]:
 
 def _written_as_name(text: str, spans: list[re.Match[str]], i: int) -> bool:
     """Whether one word is written as a name: called ("service()") or capitalised inside a sentence
-    ("jump to Integer"), where English capitalises only a sentence's first word."""
+    ("jump to Integer"), where English capitalises only a sentence's first word; acronyms ("HTTP",
+    "CREATE TABLE") are capitals anywhere, so a word in capitals alone is not taken for a name."""
     if text.startswith("(", spans[i].end()):
         return True
+    word = spans[i].group()
     before = text[:spans[i].start()].rstrip()
-    return i > 0 and spans[i].group()[0].isupper() and not before.endswith((".", "!", "?", ":"))
+    return (i > 0 and word[0].isupper() and not word.isupper()
+            and not before.endswith((".", "!", "?", ":")))
 
 
 def _framed_as_code(words: list[str], quoted: set[str], i: int) -> bool:
