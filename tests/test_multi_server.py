@@ -17,6 +17,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ from graphmem.cli import main
 from graphmem.config import NEO4J_SCHEMES, Neo4jSettings, Settings, check_neo4j_uri
 from graphmem.errors import ConfigError
 from graphmem.model import Chunk, Node, Provenance
-from graphmem.retrieval.indexes import FOLLOW_EVERY_S
+from graphmem.retrieval.indexes import FOLLOW_EVERY_S, Indexes
 from graphmem.stores.base import CHUNKS_GENERATION
 from graphmem.stores.neo4j import GENERATION
 from tests.test_mcp import free_port, payload
@@ -266,6 +267,37 @@ def test_local_indexes_in_separate_homes_follow_the_chunk_generation(
     finally:
         writer.close()
         reader.close()
+
+
+def test_syncs_of_one_index_folder_take_turns_and_skip_work_done(neo4j_store_factory: Callable[[str], Any],
+                                                                 tmp_path: Path, embedder: Any) -> None:
+    """Processes sharing a home: two syncs at once take turns, and the second, finding the folder
+    synced at the generation it was asked to reach, does nothing; a process that follows later
+    syncs once, and the others then find the folder current."""
+    store = neo4j_store_factory("multi-turns")
+    prov = Provenance("ledger.py", "test")
+    store.upsert([Node("file:ledger.py", "ledger.py", prov)],
+                 chunks=[Chunk("file:ledger.py", i, f"ledger entry {i} settles an invoice", "code", prov)
+                         for i in range(3)])
+    generation = store.get_meta(CHUNKS_GENERATION)
+    assert generation
+
+    def indexes() -> Indexes:  # what each process of one home opens
+        return Indexes(tmp_path / "index", embedder=embedder, cache_dir=tmp_path / "cache")
+
+    first, second = indexes(), indexes()
+    with ThreadPoolExecutor(2) as pool:
+        reports = list(pool.map(lambda ix: ix.sync(store, unless_synced_at=generation), [first, second]))
+    assert sorted(r.added for r in reports) == [0, 3]  # one did the work, the other found it done
+    assert first.synced_generation() == generation and first.verify(store).ok
+
+    store.upsert(chunks=[Chunk("file:ledger.py", 3, "ledger entry 3 refunds an invoice", "code", prov)])
+    late = indexes()
+    report = late.follow(store)
+    assert report is not None and report.added == 1
+    assert second.synced_generation() == store.get_meta(CHUNKS_GENERATION) != generation
+    assert indexes().follow(store) is None  # the folder is current: nothing to do
+    assert late.verify(store).ok
 
 
 def test_neo4j_uris_are_checked_before_connecting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
