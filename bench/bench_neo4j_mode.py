@@ -8,7 +8,10 @@ Each repository of the split (built by ``python -m eval.realcode build``) is ing
 embedded store and once into Neo4j (server-side mode, which writes the chunks with their index
 entries; the local-index mode then syncs its files from the same graph). Every question is then
 asked of the three in turn, the order rotating per question, so load and caches fall alike on each.
-Prints R@5 and MRR (``eval.metrics``) and p50/p95 of the total and of each stage per configuration.
+Prints R@5 and MRR (``eval.metrics``), p50/p95 of the total and of each stage per configuration,
+and the Bolt round trips each question cost (messages flushed to the server, counted by wrapping the
+driver's outbox in this process only). The JSON report (``--out``) keeps every question's top keys,
+so two runs can be compared ranking for ranking (``--same-as OLD.json``).
 
 ``--write-repo NAME`` also times the graph write of one repository (ingest without index sync, into
 fresh projects) in the embedded store and in Neo4j.
@@ -23,6 +26,7 @@ import argparse
 import json
 import shutil
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -42,6 +46,27 @@ STAGES = ("bm25", "vector", "graph", "fusion", "total")
 
 def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
+
+
+class RoundTrips:
+    """Bolt round trips of this process: each flush of a connection's outbox sends a batch of
+    messages the driver then waits on (a debugging count for the bench, not part of graphmem)."""
+
+    def __init__(self) -> None:
+        from neo4j._sync.io._bolt._common import Outbox  # the driver's internals: bench only
+
+        self.count = 0
+        lock = threading.Lock()
+        flush = Outbox.flush
+
+        def counted(outbox: Any) -> bool:
+            sent = flush(outbox)
+            if sent:
+                with lock:
+                    self.count += 1
+            return sent
+
+        Outbox.flush = counted  # type: ignore[method-assign]
 
 
 def open_three(name: str, home: Path, prefix: str) -> dict[str, Graphmem]:
@@ -116,7 +141,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--k", type=int, default=10)
     ap.add_argument("--write-repo", default=None, help="also time this repository's graph write in both stores")
     ap.add_argument("--out", type=Path, default=None, help="write the full report as JSON here")
+    ap.add_argument("--same-as", type=Path, default=None,
+                    help="an earlier --out report: count the questions whose top k differ from it")
     args = ap.parse_args(argv)
+    trips = RoundTrips()
 
     rows: dict[str, list[dict[str, Any]]] = {c: [] for c in CONFIGS}
     recall: list[float] = []
@@ -139,10 +167,11 @@ def main(argv: list[str] | None = None) -> int:
                 order = CONFIGS[turn % 3:] + CONFIGS[:turn % 3]
                 turn += 1
                 for config in order:
+                    before = trips.count
                     answer = gms[config].query(q["question"], mode=args.mode, k=args.k)
                     rows[config].append({"id": q["id"], "keys": answer.keys,
                                          "metrics": question_metrics(answer.keys, q["gold"]),
-                                         "timings": answer.timings_ms})
+                                         "timings": answer.timings_ms, "round_trips": trips.count - before})
             recall += vector_recall(gms["neo4j-server"], qs, 100)
         finally:
             for gm in gms.values():
@@ -154,17 +183,32 @@ def main(argv: list[str] | None = None) -> int:
             "recall@5": round(mean([r["metrics"]["recall@5"] for r in rs]), 4),
             "mrr": round(mean([r["metrics"]["mrr"] for r in rs]), 4),
             "ms": {s: {"p50": round(percentile([r["timings"].get(s, 0.0) for r in rs], 50), 1),
-                       "p95": round(percentile([r["timings"].get(s, 0.0) for r in rs], 95), 1)} for s in STAGES}}
+                       "p95": round(percentile([r["timings"].get(s, 0.0) for r in rs], 95), 1)} for s in STAGES},
+            "round_trips": {"p50": percentile([r["round_trips"] for r in rs], 50),
+                            "max": max((r["round_trips"] for r in rs), default=0)},
+            "questions": [{"id": r["id"], "keys": r["keys"], "total_ms": round(r["timings"]["total"], 1),
+                           "round_trips": r["round_trips"]} for r in rs]}
     report["vector_index_recall@100"] = round(mean(recall), 4) if recall else None
     base = rows["neo4j-local"]
     report["same_top5_as_neo4j_local"] = {
         c: round(mean([float(a["keys"][:5] == b["keys"][:5]) for a, b in zip(rows[c], base)]), 4) for c in CONFIGS}
     if args.write_repo:
         report["graph_write"] = graph_write(args.write_repo, args.home)
-    print(f"{'config':<14}{'n':>5}{'R@5':>8}{'MRR':>8}" + "".join(f"{s + ' p50/p95':>20}" for s in STAGES))
+    if args.same_as:
+        old = json.loads(args.same_as.read_text(encoding="utf-8"))["configs"]
+        before = {c: {q["id"]: q["keys"] for q in old[c]["questions"]} for c in CONFIGS if c in old}
+        report["top_k_differs_from_" + args.same_as.name] = {
+            c: sum(1 for q in report["configs"][c]["questions"] if before[c].get(q["id"]) != q["keys"])
+            for c in before}
+    print(f"{'config':<14}{'n':>5}{'R@5':>8}{'MRR':>8}" + "".join(f"{s + ' p50/p95':>20}" for s in STAGES)
+          + f"{'trips p50/max':>16}")
     for config, m in report["configs"].items():
         print(f"{config:<14}{m['n']:>5}{m['recall@5']:>8.3f}{m['mrr']:>8.3f}"
-              + "".join(f"{m['ms'][s]['p50']:>11.1f} /{m['ms'][s]['p95']:>7.1f}" for s in STAGES))
+              + "".join(f"{m['ms'][s]['p50']:>11.1f} /{m['ms'][s]['p95']:>7.1f}" for s in STAGES)
+              + f"{m['round_trips']['p50']:>11.0f} /{m['round_trips']['max']:>4}")
+    if args.same_as:
+        print("questions whose top", args.k, "differ from", args.same_as, ":",
+              report["top_k_differs_from_" + args.same_as.name])
     print("same top 5 as neo4j-local:", report["same_top5_as_neo4j_local"])
     print("vector index recall@100 against an exact scan:", report["vector_index_recall@100"])
     if "graph_write" in report:
