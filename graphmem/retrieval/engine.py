@@ -176,6 +176,10 @@ class Retriever:
         fused = self.fuse(spec, cands)
         timings["fusion"] = _ms(t)
         head = fused[: max(k, spec.rerank.depth if spec.rerank.enabled else k)]
+        # Without reranking the results are known now: their evidence (up to three reads of a
+        # store) is read beside their nodes and passages.
+        early = None if spec.rerank.enabled else _side_pool().submit(self._evidence, [key for key, _ in head],
+                                                                        cands.paths)
         nodes = self.store.get_nodes(key for key, _ in head)
         texts = self._passages([key for key, _ in head], cands, nodes)
         if spec.rerank.enabled:
@@ -192,7 +196,7 @@ class Retriever:
                 head = [(key, float(sc)) for (key, _), sc in sorted(zip(head, scores), key=lambda p: -p[1])]
             timings["rerank"] = _ms(t)
         head = head[:k]
-        evidence = self._evidence([key for key, _ in head], cands.paths)
+        evidence = early.result() if early is not None else self._evidence([key for key, _ in head], cands.paths)
         for rank, (key, score) in enumerate(head, start=1):
             node = nodes.get(key)
             chunk = cands.best_chunk.get(key)
@@ -216,35 +220,45 @@ class Retriever:
         text = text.strip()
         if not text:
             raise ModelError("empty question")
-        # Only the graph list and fusion read the question, and the graph retriever's catalog says
-        # whether the project holds agent sessions.
-        sessions = "graph" in spec.retrievers and bool(self.graph_for(spec).catalog.by_kind.get(NodeKind.SESSION))
-        question = parse_question(text, now or self.now or datetime.now(timezone.utc), sessions=sessions)
         depth = spec.candidates
         wanted = {NodeKind(x) for x in kinds} if kinds else None
         keep = _filter(wanted, path_prefix)
-        cands = Candidates(question)
         chunk_hits: dict[str, list[tuple[int, float]]] = {}
         # A filter narrows each retriever's own search: fetch deeper so the filtered lists stay full.
         fetch = depth.chunk_candidates * (4 if (wanted or path_prefix) else 1)
         # The graph retriever seeds from the best lexical and vector hits, so it runs both.
         runs = set(spec.retrievers) | ({"bm25", "vector"} if "graph" in spec.retrievers else set())
-        # Indexes served by a database answer BM25 there while this thread embeds the question.
-        lexical = (_side_pool().submit(_timed, self.indexes.bm25.search, text, fetch)
+        # Indexes served by a database answer BM25 there while this thread reads the catalog stamp
+        # and embeds the question.
+        lexical = (_side_pool().submit(_timed, _search, self.indexes.bm25, text, fetch)
                    if "bm25" in runs and "vector" in runs and getattr(self.indexes, "remote", False) else None)
-        if "bm25" in runs:
+        # Only the graph list and fusion read the question, and the graph retriever's catalog says
+        # whether the project holds agent sessions (checked against the store once per question).
+        graph = self.graph_for(spec) if "graph" in spec.retrievers else None
+        built = graph.refresh() if graph is not None else None
+        sessions = built is not None and bool(built.catalog.by_kind.get(NodeKind.SESSION))
+        question = parse_question(text, now or self.now or datetime.now(timezone.utc), sessions=sessions)
+        cands = Candidates(question)
+        found: dict[int, Chunk] = {}  # chunks an index sent with its hits
+        if "bm25" in runs and lexical is None:
             t = time.perf_counter()
-            chunk_hits["bm25"] = self.indexes.bm25.search(text, fetch) if lexical is None else []
+            chunk_hits["bm25"], sent = _search(self.indexes.bm25, text, fetch)
+            found.update(sent)
             timings["bm25"] = _ms(t)
         if "vector" in runs:
             t = time.perf_counter()
             cands.query_vec = self.indexes.embedder.encode_query(text)
-            chunk_hits["vector"] = self.indexes.vectors.search(cands.query_vec, fetch)
+            chunk_hits["vector"], sent = _search(self.indexes.vectors, cands.query_vec, fetch)
+            found.update(sent)
             timings["vector"] = _ms(t)
         if lexical is not None:
-            chunk_hits["bm25"], timings["bm25"] = lexical.result()
+            (chunk_hits["bm25"], sent), timings["bm25"] = lexical.result()
+            found.update(sent)
         t = time.perf_counter()
-        chunks = self.store.get_chunks_by_id({cid for hits in chunk_hits.values() for cid, _ in hits})
+        wanted_ids = {cid for hits in chunk_hits.values() for cid, _ in hits}
+        chunks = {cid: found[cid] for cid in wanted_ids if cid in found}
+        if len(chunks) < len(wanted_ids):
+            chunks.update(self.store.get_chunks_by_id(wanted_ids - chunks.keys()))
         if as_of is not None:  # the text indexes hold today's chunks: keep those whose node held then
             held = {key for key, node in self.store.get_nodes({c.node_key for c in chunks.values()}).items()
                     if node.valid_at(as_of)}
@@ -266,12 +280,12 @@ class Retriever:
         lookup_ms = _ms(t)
         for name in chunk_hits:
             timings[name] = timings.get(name, 0.0) + lookup_ms / len(chunk_hits)
-        if "graph" in spec.retrievers:
+        if graph is not None:
             t = time.perf_counter()
             seeds = _interleave([cands.rankings.get("bm25", []), cands.rankings.get("vector", [])],
                                 depth.lexical_seeds)
-            result = self.graph_for(spec).retrieve(question, lexical_seeds=seeds, k=depth.node_candidates * 2,
-                                                   as_of=as_of, query_vec=cands.query_vec)
+            result = graph.retrieve(question, lexical_seeds=seeds, k=depth.node_candidates * 2, as_of=as_of,
+                                    query_vec=cands.query_vec, built=built)
             hits = [h for h in result.hits if keep(h.key, None)]
             if as_of is not None:  # a node the question names is a seed even where it did not exist yet
                 held = {key for key, node in self.store.get_nodes({h.key for h in hits}).items() if node.valid_at(as_of)}
@@ -378,6 +392,16 @@ def _filter(kinds: set[NodeKind] | None, path_prefix: str | None):  # type: igno
     return keep
 
 
+def _search(index: Any, query: Any, k: int) -> tuple[list[tuple[int, float]], dict[int, Chunk]]:
+    """An index's ``(chunk id, score)`` hits, and the hits' chunks where the index sends them
+    along (one served by a database, ``search_chunks``: no separate read of the chunks)."""
+    with_chunks = getattr(index, "search_chunks", None)
+    if with_chunks is None:
+        return index.search(query, k), {}
+    pairs = with_chunks(query, k)
+    return [(c.id, score) for c, score in pairs], {c.id: c for c, _ in pairs}
+
+
 def _interleave(lists: Sequence[Sequence[str]], limit: int) -> list[str]:
     out: list[str] = []
     for i in range(max((len(x) for x in lists), default=0)):
@@ -409,7 +433,7 @@ _SIDE_POOL_LOCK = threading.Lock()
 
 
 def _side_pool() -> ThreadPoolExecutor:
-    """Threads for retrieval lists that wait on a server (created on first use)."""
+    """Threads for reads that overlap a question's other work (created on first use)."""
     global _SIDE_POOL
     with _SIDE_POOL_LOCK:
         if _SIDE_POOL is None:

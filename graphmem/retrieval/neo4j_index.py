@@ -12,7 +12,8 @@ Several graphmem processes over one Neo4j then share one copy of the indexes, al
 - one full-text index with the whitespace analyzer over ``index_tokens`` (so identifiers split
   exactly as in the local BM25 index) and ``index_project``, shared by all projects: a query
   requires its project as a zero-weight clause;
-- one query per retrieval list, filtered to the project inside that query.
+- one query per retrieval list, filtered to the project inside that query, which also returns
+  each hit's chunk (``search_chunks``), so a question reads no chunk separately.
 
 Scoring differs from the local indexes in two details, measured in README.md: Lucene's BM25 uses
 k1 = 1.2 (graphmem's 1.5) with one-byte length norms and counts documents of every project in idf;
@@ -42,7 +43,7 @@ from graphmem.retrieval.indexes import (
     text_digest,
 )
 from graphmem.retrieval.tokenize import tokenize
-from graphmem.stores.neo4j import vector_index_name, vector_label
+from graphmem.stores.neo4j import _CHUNK, _chunk_from, vector_index_name, vector_label
 
 if TYPE_CHECKING:
     from graphmem.retrieval.embed import Embedder
@@ -79,23 +80,24 @@ def text_query(project: str, text: str) -> str | None:
             + " ".join(f"index_tokens:{_lucene_phrase(t)}" for t in terms) + ")")
 
 
+# Each search returns its hits' chunks (the store's chunk fields, as ``Neo4jStore.get_chunks_by_id``
+# reads them) with their scores, best first, as one collected row.
+_HITS = f"WITH c, score ORDER BY score DESC, c.id LIMIT $k RETURN collect([{_CHUNK}, score])"
+
 _TEXT_SEARCH = """
-CALL db.index.fulltext.queryNodes($index, $lucene, {limit: $fetch}) YIELD node, score
-RETURN node.id AS id, score ORDER BY score DESC, id LIMIT $k
-"""
+CALL db.index.fulltext.queryNodes($index, $lucene, {limit: $fetch}) YIELD node AS c, score
+""" + _HITS
 
 _VECTOR_SEARCH = """
-CALL db.index.vector.queryNodes($index, $fetch, $vector) YIELD node, score
-WITH node, score WHERE node.project = $project
-RETURN node.id AS id, score ORDER BY score DESC, id LIMIT $k
-"""
+CALL db.index.vector.queryNodes($index, $fetch, $vector) YIELD node AS c, score
+WITH c, score WHERE c.project = $project
+""" + _HITS
 # The index holds only the project's chunks; the filter above is a second guard (k + 64 reads).
 
 _VECTOR_SCAN = """
 MATCH (c:Chunk {project: $project}) WHERE c.embedding IS NOT NULL
-WITH c.id AS id, vector.similarity.cosine(c.embedding, $vector) AS score
-RETURN id, score ORDER BY score DESC, id LIMIT $k
-"""
+WITH c, vector.similarity.cosine(c.embedding, $vector) AS score
+""" + _HITS
 
 _COUNT = "MATCH (c:Chunk {project: $project}) RETURN count(c) AS n"
 
@@ -123,13 +125,16 @@ class TextSearch:
 
     def search(self, query: str, k: int = 10) -> list[tuple[int, float]]:
         """The ``k`` best ``(chunk id, score)`` pairs, best first (ties by ascending id)."""
+        return [(c.id, score) for c, score in self.search_chunks(query, k)]
+
+    def search_chunks(self, query: str, k: int = 10) -> list[tuple[Chunk, float]]:
+        """``search`` with each hit's chunk, read in the same query."""
         store = self._owner.store
         lucene = text_query(store.project, query)
         if lucene is None or k <= 0:
             return []
         # A few more than k, so that ties at the cut are broken by id as the local index does.
-        rows = store._read(_TEXT_SEARCH, index=TEXT_INDEX, lucene=lucene, fetch=k + 16, k=k)
-        return [(r["id"], float(r["score"])) for r in rows]
+        return _hits(store._values(_TEXT_SEARCH, index=TEXT_INDEX, lucene=lucene, fetch=k + 16, k=k))
 
 
 class VectorSearch:
@@ -140,25 +145,33 @@ class VectorSearch:
 
     def search(self, query: np.ndarray, k: int) -> list[tuple[int, float]]:
         """The ``k`` nearest chunk ids to a normalised query vector, best first, with cosine scores."""
+        return [(c.id, score) for c, score in self.search_chunks(query, k)]
+
+    def search_chunks(self, query: np.ndarray, k: int) -> list[tuple[Chunk, float]]:
+        """``search`` with each hit's chunk, read in the same query."""
         if k <= 0:
             return []
         owner = self._owner
         vector = np.asarray(query, dtype=np.float32).reshape(-1).tolist()
-        rows = owner.store._read(_VECTOR_SEARCH, index=vector_index_name(owner.store.project), fetch=k + MIN_EXTRA,
-                                 vector=vector, k=k)
-        if len(rows) < k and len(rows) < owner.chunk_count():  # HNSW may miss a few of a tiny project
-            return self.scan(query, k)
-        return _cosine(rows)
+        hits = _hits(owner.store._values(_VECTOR_SEARCH, index=vector_index_name(owner.store.project),
+                                         fetch=k + MIN_EXTRA, vector=vector, k=k), cosine=True)
+        if len(hits) < k and len(hits) < owner.chunk_count():  # HNSW may miss a few of a tiny project
+            return self._scan(vector, k)
+        return hits
 
     def scan(self, query: np.ndarray, k: int) -> list[tuple[int, float]]:
         """The exact answer: a scan of every vector of the project."""
-        vector = np.asarray(query, dtype=np.float32).reshape(-1).tolist()
-        return _cosine(self._owner.store._read(_VECTOR_SCAN, vector=vector, k=k))
+        return [(c.id, score) for c, score in self._scan(np.asarray(query, dtype=np.float32).reshape(-1).tolist(), k)]
+
+    def _scan(self, vector: list[float], k: int) -> list[tuple[Chunk, float]]:
+        return _hits(self._owner.store._values(_VECTOR_SCAN, vector=vector, k=k), cosine=True)
 
 
-def _cosine(rows: list[dict[str, Any]]) -> list[tuple[int, float]]:
-    """Neo4j reports cosine similarity as (1 + cos) / 2: back to cos, as the local index gives it."""
-    return [(r["id"], 2.0 * float(r["score"]) - 1.0) for r in rows]
+def _hits(rows: list[list[Any]], *, cosine: bool = False) -> list[tuple[Chunk, float]]:
+    """Chunks and scores from a search's collected row. Neo4j reports cosine similarity as
+    (1 + cos) / 2: with ``cosine`` it is turned back into cos, as the local index gives it."""
+    return [(_chunk_from(values), 2.0 * float(score) - 1.0 if cosine else float(score))
+            for values, score in rows[0][0]]
 
 
 class Neo4jIndexes(LazyEmbedder):

@@ -709,21 +709,36 @@ class Neo4jStore(TraversalMixin):
             edges = _edges(self._values(read_cypher("retrieval/expand.cypher"), keys=list(keys), as_of=as_of))
             return hub.thin(edges) if hub is not None else edges
         # Open edges are kept per node until the project's generation changes (any write, by any
-        # process): one small read instead of thousands of relationships.
-        generation = self.get_meta(GENERATION)
+        # process): one small read instead of thousands of relationships. The read that checks the
+        # generation also brings the nodes not kept yet, so a step costs one round trip.
         with self._cache_lock:
-            if generation != self._generation or len(self._expanded) > EXPAND_CACHE_LIMIT:
-                self._expanded, self._generation = {}, generation
-            cache = self._expanded
+            if len(self._expanded) > EXPAND_CACHE_LIMIT:
+                self._expanded, self._generation = {}, None
+            cache, known = self._expanded, self._generation
         wanted = list(dict.fromkeys(keys))
-        fetched: dict[str, list[Edge]] = {k: [] for k in wanted if k not in cache}
-        if fetched:
-            for edge in _edges(self._values(read_cypher("retrieval/expand.cypher"), keys=list(fetched),
-                                            as_of=None)):
-                fetched[edge.origin].append(edge)
-            cache.update(fetched)  # a dict a write has replaced since is simply dropped
+        generation, fetched = self._open_expansions([k for k in wanted if k not in cache])
+        if generation != known:  # written since (or not checked yet): what is kept is stale
+            with self._cache_lock:
+                if self._expanded is cache:
+                    self._expanded, self._generation = {}, generation
+                cache = self._expanded
+            rest = [k for k in wanted if k not in fetched]
+            if rest:
+                fetched.update(self._open_expansions(rest)[1])
+        cache.update(fetched)  # a dict a write has replaced since is simply dropped
         edges = [e for k in wanted for e in (fetched[k] if k in fetched else cache[k])]
         return hub.thin(edges) if hub is not None else edges
+
+    def _open_expansions(self, keys: list[str]) -> tuple[str | None, dict[str, list[Edge]]]:
+        """The project's generation and, read with it, the open edges of ``keys``."""
+        query = ("CALL () {\n" + read_cypher("retrieval/expand.cypher")
+                 + "\n}\nWITH collect([origin, rels]) AS rows\n"
+                 "OPTIONAL MATCH (m:GraphmemMeta {project: $project, name: $name}) RETURN m.value, rows")
+        generation, rows = self._values(query, keys=keys, as_of=None, name=GENERATION)[0]
+        fetched: dict[str, list[Edge]] = {k: [] for k in keys}
+        for edge in _edges(rows):
+            fetched[edge.origin].append(edge)
+        return generation, fetched
 
     def iter_nodes(self, kinds: Iterable[NodeKind] | None = None, *, include_closed: bool = False) -> Iterator[Node]:
         rows = self._read(

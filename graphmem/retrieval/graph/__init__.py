@@ -211,8 +211,11 @@ class GraphRetriever:
         return reference_date(self.catalog, q)
 
     def retrieve(self, q: Question, *, lexical_seeds: Sequence[str] = (), k: int = 50,
-                 as_of: str | None = None, query_vec: np.ndarray | None = None) -> GraphResult:
-        built = self.refresh()
+                 as_of: str | None = None, query_vec: np.ndarray | None = None,
+                 built: _Built | None = None) -> GraphResult:
+        """Rank nodes for ``q``; ``built`` is what ``refresh`` gave the caller for this question
+        (the check reads the store: once per question is enough)."""
+        built = built if built is not None else self.refresh()
         cat = built.catalog
         plain: set[str] = set()
         linked = self._link(built, q, query_vec, plain)
