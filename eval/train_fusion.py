@@ -1,6 +1,6 @@
 """Train the learned fusion (``graphmem/retrieval/learned.py``) on development sets only.
 
-``python -m eval.train_fusion [--out graphmem/retrieval/models/fusion-v4.json] [--trees walk]``
+``python -m eval.train_fusion [--out graphmem/retrieval/models/fusion-v5.json] [--trees walk]``
 
 Development sets: the real-code repositories of the ``dev`` split (``eval/realcode``, built and
 ingested first with ``python -m eval.realcode build`` / ``run``), a synthetic organisation with
@@ -34,7 +34,7 @@ from graphmem.model import key_contains
 from graphmem.retrieval.config import preset
 from graphmem.retrieval.learned import PATHS, FusionModel, LinearRanker, TreeRanker, feature_names, matrix
 
-OUT = Path(__file__).resolve().parents[1] / "graphmem" / "retrieval" / "models" / "fusion-v4.json"
+OUT = Path(__file__).resolve().parents[1] / "graphmem" / "retrieval" / "models" / "fusion-v5.json"
 L2 = 1.0
 SYNTHETIC_SEED, SYNTHETIC_SIZE, SYNTHETIC_NOW = 1, "default", "2026-06-01"
 

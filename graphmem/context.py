@@ -50,7 +50,8 @@ from graphmem.memory import (
     sync_after_write,
     update_memory,
 )
-from graphmem.model import NodeKind, RelType, commit_key, now_iso, symbol_key, symbol_parts
+from graphmem.model import (NodeKind, RelType, commit_key, is_test_path, now_iso, path_of_key, symbol_key,
+                            symbol_parts)
 from graphmem.stores.base import INCOMPLETE
 
 if TYPE_CHECKING:
@@ -70,8 +71,6 @@ MAX_DIFF_SYMBOLS = 200
 MAX_FOCUS = 30
 MAX_CLOSURE_PATHS = 200  # touched paths listed and summaries refreshed at a task's closure
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"  # git's empty tree: the base before a first commit
-_TEST_PATH = re.compile(r"(?:^|/)(?:tests?|__tests__|spec)/|(?:^|/)test_[^/]+$|_test\.[a-z]+$|\.(?:test|spec)\.[a-z]+$"
-                        r"|Tests?\.java$|(?:^|/)[^/]+Test[s]?\.[a-z]+$")
 _TASK_STATUSES = ("in progress", "blocked", "in review", "done", "abandoned")
 
 
@@ -140,18 +139,6 @@ def current_branch(root: Path | None) -> str:
         return "default"
     name = _git(root, "rev-parse", "--abbrev-ref", "HEAD", check=False).decode("utf-8", "replace").strip()
     return "detached" if name in ("", "HEAD") else name
-
-
-def _is_test_path(path: str) -> bool:
-    return bool(_TEST_PATH.search(path))
-
-
-def _path_of(key: str) -> str | None:
-    if key.startswith("file:"):
-        return key[5:]
-    if key.startswith("sym:") and "::" in key:
-        return symbol_parts(key)[0]
-    return None
 
 
 def _one_line(text: Any, limit: int) -> str:
@@ -296,10 +283,10 @@ def code_facts(store: GraphStore, keys: Sequence[str], *, callers: int = 20, com
         own_file = next((s for s, level in chains[key] if level == "file"), None)
         near = list(incoming.get(key, ())) + (list(incoming.get(own_file, ())) if own_file and own_file != key else [])
         test_sources = [r.src for r in near if r.type in (RelType.CALLS, RelType.IMPORTS, RelType.MENTIONS)
-                        and _is_test_path(_path_of(r.src) or "")]
+                        and is_test_path(path_of_key(r.src) or "")]
         # A test file that imports the code and its test function that calls it: the function says more.
-        covered = {_path_of(t) for t in test_sources if t.startswith("sym:")}
-        test_sources = [t for t in test_sources if t.startswith("sym:") or _path_of(t) not in covered]
+        covered = {path_of_key(t) for t in test_sources if t.startswith("sym:")}
+        test_sources = [t for t in test_sources if t.startswith("sym:") or path_of_key(t) not in covered]
         node = nodes.get(key)
         out[key] = {
             "key": key, "in_graph": node is not None and node.valid_to is None,
@@ -962,7 +949,7 @@ class SessionContext:
                 changed, deleted, _ = changed_paths_since(self.repo, self.head() or EMPTY_TREE)
             paths |= changed | deleted
         for key in (task or {}).get("keys") or []:
-            path = _path_of(str(key))
+            path = path_of_key(str(key))
             if path:
                 paths.add(path)
         return paths, how

@@ -285,6 +285,26 @@ def symbol_parts(key: str) -> tuple[str, str]:
     return path, qual
 
 
+# Test code by the conventions of the languages graphmem reads: test folders, test_*.py, *_test.go,
+# *.test.ts / *.spec.js, FooTest.java.
+_TEST_PATH = re.compile(r"(?:^|/)(?:tests?|testing|__tests__|spec)/|(?:^|/)test_[^/]+$|_test\.[a-z]+$"
+                        r"|\.(?:test|spec)\.[a-z]+$|Tests?\.java$|(?:^|/)[^/]+Test[s]?\.[a-z]+$")
+
+
+def path_of_key(key: str) -> str | None:
+    """The repository path of a file or symbol key (None for other kinds)."""
+    if key.startswith("file:"):
+        return key[5:]
+    if key.startswith("sym:") and "::" in key:
+        return symbol_parts(key)[0]
+    return None
+
+
+def is_test_path(path: str) -> bool:
+    """Whether a repository path holds test code."""
+    return bool(_TEST_PATH.search(path))
+
+
 def key_contains(outer: str, inner: str) -> bool:
     """Whether ``inner`` equals ``outer`` or lies inside it (symbol in file, method in class)."""
     if inner == outer:

@@ -100,7 +100,7 @@ def test_the_floor_keeps_every_lists_first_candidates_near_the_top() -> None:
 
 
 def test_the_shipped_model_matches_the_features_and_ranks() -> None:
-    model = load_model("fusion-v4")
+    model = load_model(FusionConfig().model)
     assert list(model.names) == feature_names()
     q = QuestionSignals(asks_kind=True, anchored=True, named=1, relations=frozenset({"CALLS"}), directed=True)
     cands = {"sym:a.py::f": CandidateSignals(ranks={"bm25": 1, "vector": 1, "graph": 1},
@@ -112,10 +112,32 @@ def test_the_shipped_model_matches_the_features_and_ranks() -> None:
         assert scores[0] > scores[1]  # first everywhere beats fortieth in one list
 
 
+def test_a_model_trained_before_a_feature_was_added_reads_its_own_columns() -> None:
+    """An older model lacks the newest features: it scores as the same model with those weighed 0."""
+    full = load_model(FusionConfig().model).as_dict()
+    walk = full["rankers"]["walk"]
+    assert walk["type"] == "linear"
+    dropped = {"named_plain", "in_tests"}
+    keep = [i for i, name in enumerate(full["features"]) if name not in dropped]
+    older = dict(full, features=[full["features"][i] for i in keep],
+                 rankers={"walk": {**walk, **{part: [walk[part][i] for i in keep] for part in ("mean", "scale", "weights")}}})
+    zeroed = dict(full, rankers={"walk": {**walk, "weights": [0.0 if name in dropped else w
+                                                              for name, w in zip(full["features"], walk["weights"])]}})
+    q = QuestionSignals(named=1)
+    cands = {"sym:src/outcomes.py::skip": CandidateSignals(ranks={"bm25": 3}, scores={"bm25": 0.6}, named=True),
+             "sym:tests/test_skip.py::test_skip": CandidateSignals(ranks={"bm25": 1, "vector": 2},
+                                                                   scores={"bm25": 1.0, "vector": 0.8})}
+    x = matrix(q, list(cands), cands)
+    assert x[:, feature_names().index("named_plain")].tolist() == [1.0, 0.0]  # named, no relation asked
+    assert x[:, feature_names().index("in_tests")].tolist() == [0.0, 1.0]
+    np.testing.assert_allclose(FusionModel.from_dict(older).score(x), FusionModel.from_dict(zeroed).score(x), rtol=1e-6)
+    assert not np.allclose(FusionModel.from_dict(older).score(x), load_model(FusionConfig().model).score(x))
+
+
 def test_a_model_for_other_features_or_malformed_is_refused(tmp_path: Path) -> None:
-    good = load_model("fusion-v4").as_dict()
+    good = load_model(FusionConfig().model).as_dict()
     stale = dict(good, features=good["features"][:-1] + ["something_else"])
-    with pytest.raises(ConfigError, match="other features"):
+    with pytest.raises(ConfigError, match="does not compute.*something_else"):
         FusionModel.from_dict(stale)
     linear = good["rankers"]["layer"]
     short = dict(linear, weights=linear["weights"][:-1])

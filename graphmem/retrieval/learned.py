@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from graphmem.errors import ConfigError
-from graphmem.model import NodeKind, kind_of
+from graphmem.model import NodeKind, is_test_path, kind_of, path_of_key
 
 LISTS = ("bm25", "vector", "graph")
 KIND_FEATURES = (NodeKind.SYMBOL, NodeKind.FILE, NodeKind.COMMIT, NodeKind.DOCUMENT, NodeKind.ENTITY,
@@ -80,6 +80,7 @@ def feature_names() -> list[str]:
               "graph_top5", "graph_top5_x_layer", "graph_score_x_layer", "lexical_rr_x_layer", "bridged",
               "bridged_x_graph_rr"]
     names += [f"is_{k.value}" for k in KIND_FEATURES]
+    names += ["named_plain", "in_tests"]
     return names
 
 
@@ -110,14 +111,17 @@ def features(q: QuestionSignals, c: CandidateSignals) -> list[float]:
     return out
 
 
-def kind_features(key: str) -> list[float]:
+def key_features(q: QuestionSignals, c: CandidateSignals, key: str) -> list[float]:
+    """Features of the candidate's kind and place: its kind, whether the question names it without
+    asking for a relationship (then it is the answer: "where is X defined"), whether it is test code."""
     kind = kind_of(key)
-    return [1.0 if kind is k else 0.0 for k in KIND_FEATURES]
+    return [1.0 if kind is k else 0.0 for k in KIND_FEATURES] + [
+        float(c.named and not q.relations and not q.directed), float(is_test_path(path_of_key(key) or ""))]
 
 
 def matrix(q: QuestionSignals, keys: Sequence[str], cands: Mapping[str, CandidateSignals]) -> np.ndarray:
     """Feature rows of ``keys`` (float32)."""
-    rows = [features(q, cands[key]) + kind_features(key) for key in keys]
+    rows = [features(q, cands[key]) + key_features(q, cands[key], key) for key in keys]
     return np.asarray(rows, dtype=np.float32).reshape(len(keys), len(feature_names()))
 
 
@@ -212,17 +216,26 @@ class FusionModel:
     names: tuple[str, ...]
     rankers: Mapping[str, Ranker]
     about: Mapping[str, Any] = field(default_factory=dict)
+    _columns: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        if list(self.names) != feature_names():
-            raise ConfigError(f"fusion model {self.name!r} was trained on other features; retrain it "
-                              "(python -m eval.train_fusion)")
+        known = feature_names()
+        unknown = [n for n in self.names if n not in known]
+        if unknown or len(set(self.names)) != len(self.names):
+            raise ConfigError(f"fusion model {self.name!r} was trained on features this version does not "
+                              f"compute ({', '.join(unknown) or 'repeated names'}); retrain it (python -m eval.train_fusion)")
+        # A model trained before a feature was added reads its own columns of the full matrix.
+        columns = [known.index(n) for n in self.names]
+        object.__setattr__(self, "_columns", None if columns == list(range(len(known))) else np.asarray(columns))
         if "walk" not in self.rankers or set(self.rankers) - set(PATHS):
             raise ConfigError(f"fusion model {self.name!r} needs a 'walk' ranker (and at most {', '.join(PATHS)})")
         for ranker in self.rankers.values():
             ranker.check(len(self.names), self.name)
 
     def score(self, x: np.ndarray, path: str = "walk") -> np.ndarray:
+        """Scores of the rows of ``x``, a :func:`matrix` (every feature this version computes)."""
+        if self._columns is not None:
+            x = x[:, self._columns]
         return self.rankers.get(path, self.rankers["walk"]).score(x)
 
     def as_dict(self) -> dict[str, Any]:
