@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 from typing import Any, Protocol
 
 from graphmem.errors import ModelError
-from graphmem.model import Chunk, Node, NodeKind, RelType, kind_of
+from graphmem.model import REL_ENDPOINTS, Chunk, Node, NodeKind, RelType, kind_of
 from graphmem.retrieval.config import DEFAULT_MODE, RetrievalConfig, preset
 from graphmem.retrieval.fusion import reciprocal_rank_fusion, rrf_k
 from graphmem.retrieval.graph import GraphResult, GraphRetriever
@@ -356,9 +356,12 @@ class Retriever:
 
     def _evidence(self, keys: list[str], paths: dict[str, Path]) -> dict[str, list[Path]]:
         """Graph paths for each result: the graph retriever's, else where the node lives (its
-        containing file and service), read in two batched steps."""
+        containing file and service), read a level at a time. Only the kinds a relationship
+        CONTAINS may end at are looked up (the model refuses any other), so a chain that reached
+        its service costs no further read."""
+        contained = REL_ENDPOINTS[RelType.CONTAINS][1]
         out: dict[str, list[Path]] = {key: [paths[key]] for key in keys if key in paths and len(paths[key])}
-        todo = [key for key in keys if key not in out and kind_of(key) in (NodeKind.SYMBOL, NodeKind.FILE)]
+        todo = [key for key in keys if key not in out and kind_of(key) in contained]
         chains: dict[str, Path] = {key: Path((key,), ()) for key in todo}
         frontier = {key: key for key in todo}  # current head -> result it belongs to
         for _ in range(3):
@@ -373,7 +376,7 @@ class Retriever:
                 chain = chains[result]
                 chains[result] = Path((edge.other,) + chain.nodes, (edge.step,) + chain.steps)
                 nxt[edge.other] = result
-            frontier = nxt
+            frontier = {key: result for key, result in nxt.items() if kind_of(key) in contained}
         for key, chain in chains.items():
             if len(chain):
                 out[key] = [chain]

@@ -302,7 +302,8 @@ class Neo4jStore(TraversalMixin):
         self._writers = writers
         self._owns_driver = owns_driver
         self._chunk_fields: ChunkFields | None = None
-        self._expanded: dict[str, list[Edge]] = {}  # node key -> its open edges, at _generation
+        # node key -> its open edges, at _generation; (key, hub) -> those the hub's rule keeps
+        self._expanded: dict[str | tuple[str, Hub], list[Edge]] = {}
         self._generation: str | None = None
         self._cache_lock = threading.Lock()
 
@@ -726,8 +727,17 @@ class Neo4jStore(TraversalMixin):
             if rest:
                 fetched.update(self._open_expansions(rest)[1])
         cache.update(fetched)  # a dict a write has replaced since is simply dropped
-        edges = [e for k in wanted for e in (fetched[k] if k in fetched else cache[k])]
-        return hub.thin(edges) if hub is not None else edges
+        if hub is None:
+            return [e for k in wanted for e in (fetched[k] if k in fetched else cache[k])]
+        # Thinned per node as the hub's rule says (Hub.thin works per origin) and kept thinned, as
+        # the embedded store keeps them: a hub's thousands of edges are not counted again per step.
+        edges: list[Edge] = []
+        for k in wanted:
+            kept = cache.get((k, hub))
+            if kept is None:
+                kept = cache[(k, hub)] = hub.thin(fetched[k] if k in fetched else cache[k])
+            edges += kept
+        return edges
 
     def _open_expansions(self, keys: list[str]) -> tuple[str | None, dict[str, list[Edge]]]:
         """The project's generation and, read with it, the open edges of ``keys``."""

@@ -7,6 +7,7 @@ which the expansion reached it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import attrgetter
 
 import numpy as np
 import scipy.sparse as sp
@@ -19,6 +20,9 @@ from graphmem.retrieval.graph.pagerank import personalized_pagerank, transition
 from graphmem.retrieval.graph.result import GraphHit, GraphResult
 from graphmem.retrieval.question import Question
 from graphmem.stores.base import Edge, GraphStore, Hub, Path, Step
+
+
+_BY_TYPE_AND_OTHER = attrgetter("step.type", "other")
 
 
 def walk(store: GraphStore, cat: Catalog, q: Question, linked: dict[str, Link], result: GraphResult, *,
@@ -36,6 +40,7 @@ def walk(store: GraphStore, cat: Catalog, q: Question, linked: dict[str, Link], 
             return False
         return window.admits(info[2]) if (window.start or window.end) else True
 
+    dated = ref_date is not None or bool(window.start or window.end)  # otherwise every node is admitted
     # Breadth-first expansion, level by level: one store read per level.
     parent: dict[str, tuple[str, Step] | None] = {s: None for s in seeds}
     edges: list[Edge] = []
@@ -56,11 +61,11 @@ def walk(store: GraphStore, cat: Catalog, q: Question, linked: dict[str, Link], 
             break  # the last hop only out of a small neighbourhood
         by_origin: dict[str, list[Edge]] = {}
         for edge in store.expand(frontier, as_of=as_of, hub=hub):
-            if admitted(edge.other):
+            if not dated or admitted(edge.other):
                 by_origin.setdefault(edge.origin, []).append(edge)
         nxt: list[str] = []
         for origin in frontier:
-            for edge in sorted(by_origin.get(origin, []), key=lambda e: (e.step.type, e.other)):
+            for edge in sorted(by_origin.get(origin, []), key=_BY_TYPE_AND_OTHER):
                 edges.append(edge)
                 if edge.other not in parent and len(parent) < config.max_nodes:
                     parent[edge.other] = (edge.origin, edge.step)
@@ -144,45 +149,75 @@ class _Subgraph:
     index: dict[str, int]
     transitions: sp.csr_matrix  # PageRank's weighted adjacency (each way as the question reads it)
     cost: sp.csr_matrix  # step costs for evidence paths: the inverse of a relationship's weight
-    steps: dict[tuple[int, int], Step]  # the cheapest relationship between two nodes, either way
+    pair_ids: np.ndarray  # ascending ids (lower end * n + higher end) of the joined pairs of nodes
+    pair_steps: list[Step]  # for each, the cheapest relationship between the two, either way
 
     @classmethod
     def build(cls, nodes: list[str], edges: list[Edge], weights: dict[str, float], directions: dict[str, str],
               factors: dict[tuple[str, str, str], float] | None, config: WalkConfig) -> _Subgraph:
         index = {key: i for i, key in enumerate(nodes)}
-        rows, cols, vals = [], [], []
-        cheapest: dict[tuple[int, int], tuple[float, Step]] = {}
-        seen: set[tuple[str, str, str]] = set()
+        # Each relationship once (as first met) with both ends reached; its type's numbers are
+        # worked out once per type, and the rest is done on arrays (a walk reaches thousands).
+        first_met: dict[tuple[str, str, str], Step] = {}
+        ends: list[int] = []
+        types: dict[str, int] = {}
+        codes: list[int] = []
         for e in edges:
-            step = e.step
-            ident = (step.src, step.type, step.dst)
-            a, b = index.get(step.src), index.get(step.dst)
-            if ident in seen or a is None or b is None:
+            st = e.step
+            ident = (st.src, st.type, st.dst)
+            if ident in first_met:
                 continue
-            seen.add(ident)
-            base = weights.get(step.type)
-            w = (config.unknown_type_weight if base is None else base) * (factors.get(ident, 1.0) if factors else 1.0)
+            a, b = index.get(st.src), index.get(st.dst)
+            if a is None or b is None:
+                continue
+            first_met[ident] = st
+            ends += (a, b)
+            codes.append(types.setdefault(st.type, len(types)))
+        per_type = []
+        for t in types:
+            base = weights.get(t)
             # A relationship read with a direction ("which services depend on auth") is walked
             # mostly towards the answer's end.
-            toward = directions.get(step.type)
-            rows += [a, b]
-            cols += [b, a]
-            vals += [w * (config.against_direction if toward == "src" else 1.0),
-                     w * (config.against_direction if toward == "dst" else 1.0)]
-            cost = 1.0 / max(0.5 if base is None else base, 1e-6)
-            pair = (a, b) if a < b else (b, a)
-            if pair not in cheapest or cost < cheapest[pair][0]:
-                cheapest[pair] = (cost, step)
-        n = len(nodes)
-        transitions = sp.csr_matrix((vals, (rows, cols)), shape=(n, n), dtype=np.float64)
-        pairs = list(cheapest)
-        ends = np.asarray(pairs, dtype=np.int64).reshape(len(pairs), 2)
-        costs = np.fromiter((cheapest[p][0] for p in pairs), dtype=np.float64, count=len(pairs))
+            toward = directions.get(t)
+            per_type.append((config.unknown_type_weight if base is None else base,
+                             config.against_direction if toward == "src" else 1.0,
+                             config.against_direction if toward == "dst" else 1.0,
+                             1.0 / max(0.5 if base is None else base, 1e-6)))
+        table = np.asarray(per_type, dtype=np.float64).reshape(len(per_type), 4)
+        m, n = len(codes), len(nodes)
+        code = np.asarray(codes, dtype=np.int64)
+        pairs = np.asarray(ends, dtype=np.int64).reshape(m, 2)
+        a, b = pairs[:, 0], pairs[:, 1]
+        w = table[code, 0]
+        if factors:
+            w = w * np.fromiter((factors.get(i, 1.0) for i in first_met), dtype=np.float64, count=m)
+        # Both ways of each relationship, in the order met (duplicates are summed in that order).
+        vals = np.empty(2 * m)
+        vals[0::2], vals[1::2] = w * table[code, 1], w * table[code, 2]
+        transitions = sp.csr_matrix((vals, (pairs.reshape(-1), pairs[:, ::-1].reshape(-1))), shape=(n, n),
+                                    dtype=np.float64)
+        # Evidence steps: between two nodes, the cheapest relationship (the first met among equals);
+        # the cost matrix lists the pairs in the order first met.
+        cost_of = table[code, 3]
+        lo, hi = np.minimum(a, b), np.maximum(a, b)
+        pair_id = lo * max(n, 1) + hi
+        order = np.lexsort((np.arange(m), cost_of, pair_id))
+        head = np.ones(m, dtype=bool)
+        head[1:] = pair_id[order][1:] != pair_id[order][:-1]
+        chosen = order[head]  # per pair, by ascending id: its cheapest relationship
+        _, first = np.unique(pair_id, return_index=True)  # per pair, same order: where first met
+        met = chosen[np.argsort(first, kind="stable")]
+        costs = cost_of[met]
         cost = sp.csr_matrix((np.concatenate([costs, costs]),
-                              (np.concatenate([ends[:, 0], ends[:, 1]]), np.concatenate([ends[:, 1], ends[:, 0]]))),
+                              (np.concatenate([lo[met], hi[met]]), np.concatenate([hi[met], lo[met]]))),
                              shape=(n, n))
-        steps = {p: cheapest[p][1] for p in pairs}
-        return cls(nodes, index, transitions, cost, steps)
+        steps = list(first_met.values())
+        return cls(nodes, index, transitions, cost, pair_id[chosen], [steps[i] for i in chosen.tolist()])
+
+    def step(self, a: int, b: int) -> Step:
+        """The cheapest relationship between nodes ``a`` and ``b``."""
+        lo, hi = min(a, b), max(a, b)
+        return self.pair_steps[int(np.searchsorted(self.pair_ids, lo * max(len(self.keys), 1) + hi))]
 
     def pagerank(self, seeds: dict[str, float], config: WalkConfig) -> dict[str, float]:
         """PageRank over the reached subgraph; each relationship weighs as the question reads it."""
@@ -215,7 +250,7 @@ class _Subgraph:
             nodes, steps = [t], []
             while pred[nodes[-1]] != n and pred[nodes[-1]] >= 0:
                 prev = int(pred[nodes[-1]])
-                steps.append(self.steps[(prev, nodes[-1]) if prev < nodes[-1] else (nodes[-1], prev)])
+                steps.append(self.step(prev, nodes[-1]))
                 nodes.append(prev)
             out[key] = Path(tuple(self.keys[i] for i in reversed(nodes)), tuple(reversed(steps)))
         return out
