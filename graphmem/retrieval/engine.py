@@ -228,17 +228,15 @@ class Retriever:
         fetch = depth.chunk_candidates * (4 if (wanted or path_prefix) else 1)
         # The graph retriever seeds from the best lexical and vector hits, so it runs both.
         runs = set(spec.retrievers) | ({"bm25", "vector"} if "graph" in spec.retrievers else set())
-        # Indexes served by a database answer BM25 there while this thread reads the catalog stamp
-        # and embeds the question.
+        # Only the graph list and fusion read the question, and the graph retriever's catalog says
+        # whether the project holds agent sessions: checked against the store once per question,
+        # beside the searches (which do not read the question).
+        graph = self.graph_for(spec) if "graph" in spec.retrievers else None
+        checked = _side_pool().submit(graph.refresh) if graph is not None else None
+        # Indexes served by a database answer BM25 there while this thread embeds the question.
         lexical = (_side_pool().submit(_timed, _search, self.indexes.bm25, text, fetch)
                    if "bm25" in runs and "vector" in runs and getattr(self.indexes, "remote", False) else None)
-        # Only the graph list and fusion read the question, and the graph retriever's catalog says
-        # whether the project holds agent sessions (checked against the store once per question).
-        graph = self.graph_for(spec) if "graph" in spec.retrievers else None
-        built = graph.refresh() if graph is not None else None
-        sessions = built is not None and bool(built.catalog.by_kind.get(NodeKind.SESSION))
-        question = parse_question(text, now or self.now or datetime.now(timezone.utc), sessions=sessions)
-        cands = Candidates(question)
+        query_vec = None
         found: dict[int, Chunk] = {}  # chunks an index sent with its hits
         if "bm25" in runs and lexical is None:
             t = time.perf_counter()
@@ -247,13 +245,17 @@ class Retriever:
             timings["bm25"] = _ms(t)
         if "vector" in runs:
             t = time.perf_counter()
-            cands.query_vec = self.indexes.embedder.encode_query(text)
-            chunk_hits["vector"], sent = _search(self.indexes.vectors, cands.query_vec, fetch)
+            query_vec = self.indexes.embedder.encode_query(text)
+            chunk_hits["vector"], sent = _search(self.indexes.vectors, query_vec, fetch)
             found.update(sent)
             timings["vector"] = _ms(t)
         if lexical is not None:
             (chunk_hits["bm25"], sent), timings["bm25"] = lexical.result()
             found.update(sent)
+        built = checked.result() if checked is not None else None
+        sessions = built is not None and bool(built.catalog.by_kind.get(NodeKind.SESSION))
+        question = parse_question(text, now or self.now or datetime.now(timezone.utc), sessions=sessions)
+        cands = Candidates(question, query_vec=query_vec)
         t = time.perf_counter()
         wanted_ids = {cid for hits in chunk_hits.values() for cid, _ in hits}
         chunks = {cid: found[cid] for cid in wanted_ids if cid in found}
