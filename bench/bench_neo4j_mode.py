@@ -186,7 +186,8 @@ def main(argv: list[str] | None = None) -> int:
                        "p95": round(percentile([r["timings"].get(s, 0.0) for r in rs], 95), 1)} for s in STAGES},
             "round_trips": {"p50": percentile([r["round_trips"] for r in rs], 50),
                             "max": max((r["round_trips"] for r in rs), default=0)},
-            "questions": [{"id": r["id"], "keys": r["keys"], "total_ms": round(r["timings"]["total"], 1),
+            "questions": [{"id": r["id"], "keys": r["keys"], "metrics": r["metrics"],
+                           "ms": {s: round(r["timings"].get(s, 0.0), 1) for s in STAGES},
                            "round_trips": r["round_trips"]} for r in rs]}
     report["vector_index_recall@100"] = round(mean(recall), 4) if recall else None
     base = rows["neo4j-local"]
