@@ -176,12 +176,14 @@ class Retriever:
         fused = self.fuse(spec, cands)
         timings["fusion"] = _ms(t)
         head = fused[: max(k, spec.rerank.depth if spec.rerank.enabled else k)]
+        keys = [key for key, _ in head]
         # Without reranking the results are known now: their evidence (up to three reads of a
-        # store) is read beside their nodes and passages.
-        early = None if spec.rerank.enabled else _side_pool().submit(self._evidence, [key for key, _ in head],
-                                                                        cands.paths)
-        nodes = self.store.get_nodes(key for key, _ in head)
-        texts = self._passages([key for key, _ in head], cands, nodes)
+        # store) is read beside their nodes, as are the passages of nodes no list brought one for.
+        early = None if spec.rerank.enabled else _side_pool().submit(self._evidence, keys, cands.paths)
+        missing = [key for key in keys if key not in cands.best_chunk]
+        first = _side_pool().submit(self.store.get_chunks, missing) if missing else None
+        nodes = self.store.get_nodes(keys)
+        texts = self._passages(keys, cands, nodes, first.result() if first is not None else [])
         if spec.rerank.enabled:
             t = time.perf_counter()
             if self.reranker is None:
@@ -343,12 +345,12 @@ class Retriever:
         order = apply_floor(order, lists, fusion.floor_top, fusion.floor_rank)
         return [(key, float(by_key[key])) for key in order]
 
-    def _passages(self, keys: list[str], cands: Candidates, nodes: dict[str, Node]) -> dict[str, str]:
-        """The text that stands for each node: its best-ranked chunk, else its first chunk, else its name."""
-        missing = [key for key in keys if key not in cands.best_chunk]
-        if missing:
-            for chunk in self.store.get_chunks(missing):
-                cands.best_chunk.setdefault(chunk.node_key, chunk)
+    def _passages(self, keys: list[str], cands: Candidates, nodes: dict[str, Node],
+                  chunks: list[Chunk]) -> dict[str, str]:
+        """The text that stands for each node: its best-ranked chunk, else its first chunk (of
+        ``chunks``, those of the nodes without a best one, in order), else its name."""
+        for chunk in chunks:
+            cands.best_chunk.setdefault(chunk.node_key, chunk)
         out = {}
         for key in keys:
             best = cands.best_chunk.get(key)
