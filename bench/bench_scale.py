@@ -38,10 +38,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from eval.metrics import percentile  # noqa: E402
-from eval.realcode import build as builder  # noqa: E402
+from eval.metrics import percentile
+from eval.realcode import build as builder
 
 RELEASES = (
     builder.Release("5.0", "2023-12-04T13:12:50+00:00",
