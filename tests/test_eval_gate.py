@@ -23,7 +23,6 @@ from tests.conftest import NOW, REPO
 
 BASELINES = json.loads((REPO / "eval" / "baselines.json").read_text())
 TOLERANCE = 0.02  # int8 vectors differ in the last digits across CPUs
-WIKI_GAP = 0.03  # 2Wiki: how far hybrid may fall behind graph on Recall@5 (see the test)
 
 
 @pytest.fixture(scope="module")
@@ -170,6 +169,5 @@ def test_graph_and_hybrid_beat_each_single_retriever_on_2wiki(wiki_rules: dict[s
     assert wiki_rules["graph"]["recall@5"] > best5 + 0.1, wiki_rules
     assert wiki_rules["graph"]["recall@2"] > best2, wiki_rules
     assert wiki_rules["hybrid"]["recall@5"] >= best5, wiki_rules
-    # Held out (2Wiki never trains or tunes anything). The goal is hybrid within 0.02 of graph; it
-    # measured 0.0203 behind (86.49 against 88.51), so this guards that gap from growing.
-    assert wiki_rules["hybrid"]["recall@5"] >= wiki_rules["graph"]["recall@5"] - WIKI_GAP, wiki_rules
+    # Held out (2Wiki never trains or tunes anything): hybrid within 0.02 of graph.
+    assert _near_graph(wiki_rules), wiki_rules
