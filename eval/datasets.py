@@ -38,6 +38,7 @@ from graphmem.model import (
     normalise_name,
     now_iso,
 )
+from graphmem.stores.base import NAMES_STAMP
 
 if TYPE_CHECKING:
     from graphmem.enrich import SourceExtraction
@@ -423,7 +424,7 @@ def import_corpus(gm: Any, dataset: Dataset, *, graph: str | None = "rules", tri
         resolved["merge_ids"] = len(resolved["merge_ids"])  # the ids are in the store (merge_history)
         report["resolution"] = resolved
     # Graph retrieval rebuilds its name catalog when this stamp moves.
-    gm.store.set_meta({"last_ingested_at": now_iso(), "root": f"dataset:{dataset.name}"})
+    gm.store.set_meta({"last_ingested_at": now_iso(), NAMES_STAMP: now_iso(), "root": f"dataset:{dataset.name}"})
     report["written"] = dict(written)
     if sync:
         report["index"] = gm.sync_indexes().as_dict()

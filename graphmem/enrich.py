@@ -80,7 +80,7 @@ from graphmem.model import (
     service_key,
     team_key,
 )
-from graphmem.stores.base import GraphStore, Keep
+from graphmem.stores.base import NAMES_STAMP, GraphStore, Keep
 
 Progress = Callable[[str, int, int], None]
 
@@ -477,7 +477,7 @@ def write_extractions(
             writer.flush()
     report = writer.flush()
     if report.entities or report.mentions or report.related:
-        store.set_meta({"last_ingested_at": now_iso()})  # graph retrieval rebuilds its name catalog
+        store.set_meta({NAMES_STAMP: now_iso()})
         if resolve:
             resolve_entities(store)
     return report
@@ -620,7 +620,7 @@ def withdraw_stale(store: GraphStore, *, units: list[Unit] | None = None, kinds:
         for uid in stale:
             del state[uid]
         save_state(store, state, {_shard(uid) for uid in stale})
-        store.set_meta({"last_ingested_at": now_iso()})
+        store.set_meta({NAMES_STAMP: now_iso()})
     return len(stale)
 
 
@@ -735,8 +735,8 @@ def enrich(
             writer.flush()
             save_state(store, state, dirty)
             dirty.clear()
-            if wrote:  # graph retrieval rebuilds its name catalog when last_ingested_at moves
-                store.set_meta({"last_ingested_at": now_iso(), "llm_last_enriched_at": now_iso()})
+            if wrote:
+                store.set_meta({NAMES_STAMP: now_iso(), "llm_last_enriched_at": now_iso()})
 
     try:
         for unit in units:

@@ -44,7 +44,7 @@ from extractors.text import Vocabulary
 from extractors.validity import closing_times, date_from_history
 from graphmem.errors import ConfigError, GraphmemError, IngestRefused
 from graphmem.model import NodeKind, Provenance, Relationship, RelType, now_iso, service_key, symbol_parts
-from graphmem.stores.base import INCOMPLETE, GraphStore, Keep, WriteSummary
+from graphmem.stores.base import INCOMPLETE, NAMES_STAMP, GraphStore, Keep, WriteSummary
 
 Progress = Callable[[str, int, int], None]  # (stage, done, total)
 
@@ -576,7 +576,8 @@ def ingest(
             for when, paths in closings.items():
                 report.written.add(store.close_sources(paths, at=when, keep=keep))
         store.set_source_states({**{p: hashes[p] for p in changed}, **{p: None for p in deleted}})
-        store.set_meta({"last_commit": head, "last_ingested_at": now_iso(), "root": str(root), INCOMPLETE: None,
+        store.set_meta({"last_commit": head, "last_ingested_at": now_iso(), NAMES_STAMP: now_iso(), "root": str(root),
+                        INCOMPLETE: None,
                         "repository": identity or None})
     # One line per skipped path (a broken graphmem.toml is noticed by more than one reader).
     report.skipped = list({item.path: item for item in reversed(report.skipped)}.values())[::-1]

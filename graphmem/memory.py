@@ -54,7 +54,7 @@ from graphmem.model import (
     now_iso,
     to_iso,
 )
-from graphmem.stores.base import Keep
+from graphmem.stores.base import NAMES_STAMP, Keep
 
 if TYPE_CHECKING:
     import click
@@ -496,6 +496,7 @@ def _materialise(store: GraphStore, key: str, name: str, props: dict[str, Any], 
     store.upsert([node], [], [], at=at)
     store.upsert([], rels, [chunk], at=at)
     store.close_sources([source_path], at=at, keep=Keep.of([node], rels, [chunk]))
+    store.set_meta({NAMES_STAMP: now_iso()})
     return sorted(mentions)
 
 

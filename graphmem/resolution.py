@@ -60,7 +60,7 @@ from graphmem.model import (
     check_relationship,
     now_iso,
 )
-from graphmem.stores.base import GraphStore
+from graphmem.stores.base import NAMES_STAMP, GraphStore
 
 if TYPE_CHECKING:
     from graphmem.retrieval.embed import Embedder
@@ -792,7 +792,7 @@ def resolve_entities(store: GraphStore, *, embedder: Embedder | None = None, thr
     store.upsert(survivors, list(images.values()) + link_rels, at=at)
     store.upsert((), closing, at=at)
     store.upsert(closed_nodes, (), at=at)
-    store.set_meta({"last_ingested_at": now_iso()})  # graph retrieval rebuilds its name catalog
+    store.set_meta({NAMES_STAMP: now_iso()})
     report.merge_ids = [r.id for r in kept_records]
     report.seconds = time.perf_counter() - started
     return report
@@ -931,7 +931,7 @@ def _undo(store: GraphStore, merge_id: str, *, keep_apart: bool) -> None:
         sources = [s for s in survivor.sources if s not in rec.added_sources] or list(before.sources)
         store.set_sources({survivor.key: sources}, rel_sources)
     changes: dict[str, str | None] = {META_RECORD + merge_id: None, META_ACTIVE: json.dumps(active),
-                                      "last_ingested_at": now_iso()}
+                                      NAMES_STAMP: now_iso()}
     if keep_apart and rec.survivor is not None:  # every pair of the group: it was wrong as a whole
         group = sorted({rec.survivor, *rec.merged_keys})
         apart = _apart(store) | {frozenset(p) for p in itertools.combinations(group, 2)}

@@ -23,6 +23,7 @@ from graphmem.api import Graphmem
 from graphmem.config import LLMSettings, Settings
 from graphmem.mcp_server import Service
 from graphmem.model import NodeKind
+from graphmem.retrieval.config import preset
 from graphmem.sessions.capture import SessionIngest, sessions_status
 from graphmem.sessions.graph import EXTRACTOR, session_errors
 from graphmem.sessions.retention import RetentionConfig
@@ -161,7 +162,11 @@ def test_a_second_run_writes_nothing_and_appended_lines_are_read_alone(gm: Graph
 
 
 def test_which_sessions_touched_a_symbol_is_a_search_and_a_graph_question(gm: Graphmem, tmp_path: Path) -> None:
+    # Asked before any session exists, so this process's name catalog holds none; writing sessions
+    # (no ingest) must move the catalog's stamp, or the question below stays a question about code.
+    gm.query("which agent sessions touched InvoiceHandler.post?", mode="hybrid", k=3)
     ingest(gm, tmp_path / "sessions", [FIXTURES])
+    assert gm.retriever.graph_for(preset("hybrid")).catalog.by_kind.get(NodeKind.SESSION)
     for mode in ("bm25", "hybrid"):
         keys = gm.query("which agent sessions touched InvoiceHandler.post?", mode=mode, k=10).keys
         # The question asks for sessions: the one that edited the method comes first.

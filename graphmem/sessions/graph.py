@@ -24,10 +24,11 @@ from typing import TYPE_CHECKING, Any
 
 from graphmem.errors import ModelError
 from graphmem.memory import resolve_mentions
-from graphmem.model import Chunk, Node, NodeKind, Provenance, Relationship, RelType, commit_key, file_key, to_iso
+from graphmem.model import (Chunk, Node, NodeKind, Provenance, Relationship, RelType, commit_key, file_key, now_iso,
+                            to_iso)
 from graphmem.sessions.digest import Digest, SessionFacts
 from graphmem.sessions.events import Flavour
-from graphmem.stores.base import Keep
+from graphmem.stores.base import NAMES_STAMP, Keep
 
 if TYPE_CHECKING:
     from graphmem.stores.base import GraphStore
@@ -201,6 +202,7 @@ def write_session(store: GraphStore, facts: SessionFacts, digest: Digest, *, tra
         store.upsert([node], [], [], at=when)
         store.upsert([], rels, [chunk], at=when)
         store.close_sources([source], at=when, keep=Keep.of([node], rels, [chunk]))
+        store.set_meta({NAMES_STAMP: now_iso()})
     return SessionWrite(key, {k: ways for k, (ways, _) in touched.items()})
 
 

@@ -32,6 +32,10 @@ INCOMPLETE = "ingest_incomplete"
 # Meta entry a store shared by processes (Neo4j) changes with every write that may change a
 # project's chunks: a process whose local indexes were synced at another value is behind.
 CHUNKS_GENERATION = "chunks_generation"
+# Meta entry every write that adds, renames or closes nodes a question may name sets (an ingest, an
+# enrichment, entity resolution, a memory or an agent session): graph retrieval rebuilds its name
+# catalog when it moves, in this process or another.
+NAMES_STAMP = "names_changed_at"
 
 @dataclass(frozen=True, slots=True)
 class Step:

@@ -27,7 +27,7 @@ from graphmem.retrieval.graph.linking import Link, LinkReason, link, reference_d
 from graphmem.retrieval.graph.result import GraphHit, GraphResult
 from graphmem.retrieval.graph.walk import edge_weights, walk
 from graphmem.retrieval.question import Question
-from graphmem.stores.base import GraphStore
+from graphmem.stores.base import NAMES_STAMP, GraphStore
 
 if TYPE_CHECKING:
     from graphmem.retrieval.embed import Embedder
@@ -75,7 +75,7 @@ class GraphRetriever:
 
     def refresh(self) -> _Built:
         """Check once whether the project changed since the catalog was built; rebuild if so."""
-        stamp = self.store.get_meta("last_ingested_at")
+        stamp = self.store.get_meta(NAMES_STAMP)
         built = self._built
         if built is None or stamp != built.stamp:
             with self._refresh_lock:
