@@ -165,12 +165,18 @@ def http_server(neo4j_store_factory: Any, example_org: tuple[Path, dict[str, Any
                 time.sleep(0.3)
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop(proc)
         gm.close()
+
+
+def stop(proc: subprocess.Popen[str]) -> None:
+    """End a server process: politely, then by force."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 @pytest.mark.neo4j

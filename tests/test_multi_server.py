@@ -33,7 +33,7 @@ from graphmem.model import Chunk, Node, Provenance
 from graphmem.retrieval.indexes import FOLLOW_EVERY_S, Indexes
 from graphmem.stores.base import CHUNKS_GENERATION
 from graphmem.stores.neo4j import GENERATION
-from tests.test_mcp import free_port, payload
+from tests.test_mcp import free_port, payload, stop
 
 pytestmark = pytest.mark.neo4j
 
@@ -130,15 +130,6 @@ def servers(project: str, homes: list[Path], *, index: str, roots: list[Path],
                     assert time.monotonic() < deadline, "a server did not answer within 90 s"
                     time.sleep(0.3)
         yield [f"http://127.0.0.1:{port}/mcp" for _, port in procs]
-
-
-def stop(proc: subprocess.Popen[str]) -> None:
-    proc.terminate()
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
 
 
 async def call(url: str, tool: str, args: dict[str, Any]) -> dict[str, Any]:
