@@ -67,3 +67,55 @@ def test_neo4j_and_embedded_answer_traversals_identically(
         sub_n, sub_e = neo.subgraph([a, b], depth=2), emb.subgraph([a, b], depth=2)
         assert set(sub_n.nodes) == set(sub_e.nodes)
         assert [r.ident for r in sub_n.rels] == [r.ident for r in sub_e.rels]
+
+
+@pytest.mark.parametrize("kind", ["neo4j", "embedded"])
+def test_relationships_written_after_their_nodes_are_never_doubled(
+    kind: str, neo4j_store_factory: Callable[[str], Any], embedded_store_factory: Callable[[str], Any]
+) -> None:
+    """An ingest writes its nodes, then their relationships: the Neo4j store then creates those
+    with a new end outright. Another writer in between (another store on the project) or an
+    earlier upsert of some of the relationships must not make them exist twice."""
+    from graphmem.model import Relationship
+
+    make = neo4j_store_factory if kind == "neo4j" else embedded_store_factory
+    nodes, rels, _, _ = random_graph(4)
+    expected = len({r.ident for r in rels})
+
+    def total(store: Any) -> int:
+        return sum(store.counts().rels.values())
+
+    first, other = make("fresh-a"), make("fresh-a")
+    first.upsert(nodes, at="2025-01-01T00:00:00Z")
+    other.upsert([], rels[:40], at="2025-01-01T00:00:00Z")  # written by someone else meanwhile
+    summary = first.upsert([], rels, at="2025-01-01T00:00:00Z")
+    assert summary.rels == expected and total(first) == expected
+
+    again = make("fresh-b")
+    again.upsert(nodes, at="2025-01-01T00:00:00Z")
+    again.upsert([], rels[:40], at="2025-01-01T00:00:00Z")  # the nodes are no longer new after this
+    marked = [Relationship(r.src, r.type, r.dst, r.provenance, {"seen": 2}) for r in rels]
+    again.upsert([], marked, at="2025-01-01T00:00:00Z")
+    assert total(again) == expected
+    assert {r.ident: r.props.get("seen") for r in again.iter_rels()} == {r.ident: 2 for r in rels}
+
+
+@pytest.mark.parametrize("kind", ["neo4j", "embedded"])
+def test_a_batch_of_new_and_known_chunks_writes_each_once(
+    kind: str, neo4j_store_factory: Callable[[str], Any], embedded_store_factory: Callable[[str], Any]
+) -> None:
+    """New chunks are created, known ones updated in place, in one upsert; each stays one chunk."""
+    from graphmem.model import Chunk, Provenance
+
+    store = (neo4j_store_factory if kind == "neo4j" else embedded_store_factory)("chunks")
+    nodes, _, _, syms = random_graph(5)
+    store.upsert(nodes, at="2025-01-01T00:00:00Z")
+
+    def chunks(version: int, keys: list[str]) -> list[Chunk]:
+        return [Chunk(k, 0, f"{k} v{version}", "code", Provenance(k.split(":")[1].split("::")[0], "code"))
+                for k in keys]
+
+    store.upsert([], [], chunks(1, syms[:30]), at="2025-01-01T00:00:00Z")
+    store.upsert([], [], chunks(2, syms), at="2025-01-02T00:00:00Z")
+    assert store.counts().chunks == len(syms)
+    assert sorted((c.node_key, c.text) for c in store.get_chunks(syms)) == sorted((k, f"{k} v2") for k in syms)

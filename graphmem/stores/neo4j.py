@@ -167,6 +167,17 @@ WITH c, row
 MATCH (n:Node {project: $project, key: row.node_key})
 MERGE (n)-[:HAS_CHUNK]->(c)
 """
+# Chunks the same transaction found missing: created, and linked without looking for a link (a new
+# chunk has none).
+_EXISTING_CHUNKS = "UNWIND $ids AS i MATCH (c:Chunk {project: $project, id: i}) RETURN collect(i) AS ids"
+_CREATE_CHUNKS = """
+UNWIND $rows AS row
+CREATE (c:Chunk)
+SET c += row.props, c.project = $project, c.id = row.id%(vector)s
+WITH c, row
+MATCH (n:Node {project: $project, key: row.node_key})
+CREATE (n)-[:HAS_CHUNK]->(c)
+"""
 # With server-side indexes: the project's vector label and the chunk's vector, stored as float32
 # (half the size of a Cypher list).
 _CHUNK_VECTOR = """
@@ -306,6 +317,10 @@ class Neo4jStore(TraversalMixin):
         self._expanded: dict[str | tuple[str, Hub], list[Edge]] = {}
         self._generation: str | None = None
         self._cache_lock = threading.Lock()
+        # The last upsert's (generation left, number, nodes created), see _fresh_nodes; upserts
+        # under way and started
+        self._fresh: tuple[str, int, frozenset[str]] | None = None
+        self._upserts = self._upsert_no = 0
 
     @classmethod
     def connect(cls, project: str, *, uri: str | None = None, username: str | None = None,
@@ -423,24 +438,53 @@ class Neo4jStore(TraversalMixin):
         at = to_iso(at) if at else now_iso()
         batch = prepare_batch(nodes, rels, chunks)
         summary = WriteSummary(nodes=len(batch.nodes), chunks=len(batch.chunks))
+        with self._cache_lock:
+            fresh, self._fresh = self._fresh, None
+            alone = not self._upserts  # no other upsert of this store under way
+            self._upserts += 1
+            started = self._upsert_no = self._upsert_no + 1
+        left: tuple[str, int, frozenset[str]] | None = None
         try:
-            self._pipeline(self._write_jobs(batch, at, summary))
-        finally:  # after the writes (even some of them): a reader keeping older expansions drops them
-            self._run(True, lambda tx: self._bump(tx, chunks=bool(batch.chunks)))
+            created = self._fresh_nodes(fresh, started) if batch.rels and alone else set()
+            try:
+                self._pipeline(self._write_jobs(batch, at, summary, created))
+            finally:  # after the writes (even some of them): a reader keeping older expansions drops them
+                generation = self._run(True, lambda tx: self._bump(tx, chunks=bool(batch.chunks)))
+            if alone and not batch.rels and created:
+                left = (generation, started, frozenset(created))
+        finally:
+            with self._cache_lock:
+                self._upserts -= 1
+                # An ingest writes its nodes, then their relationships: those with an end created
+                # here are created outright (as in one upsert) if no write comes in between.
+                if left is not None and self._upsert_no == started:
+                    self._fresh = left
         return summary
 
-    def _bump(self, tx: Any, *, chunks: bool = False) -> None:
-        """A new generation: every process drops the expansions it keeps; with ``chunks`` (the
-        write may have changed chunks) processes with local indexes sync them (``CHUNKS_GENERATION``)."""
+    def _fresh_nodes(self, fresh: tuple[str, int, frozenset[str]] | None, started: int) -> set[str]:
+        """The nodes the upsert before this one created (it wrote no relationships and ran alone),
+        if no write of this store or any other process has come since (the project's generation is
+        still the one it left): no relationship can have one of them as an end yet."""
+        if fresh is None or fresh[1] != started - 1:
+            return set()
+        rows = self._read("MATCH (m:GraphmemMeta {project: $project, name: $name}) RETURN m.value AS v",
+                          name=GENERATION)
+        return set(fresh[2]) if rows and rows[0]["v"] == fresh[0] else set()
+
+    def _bump(self, tx: Any, *, chunks: bool = False) -> str:
+        """A new generation (returned): every process drops the expansions it keeps; with ``chunks``
+        (the write may have changed chunks) processes with local indexes sync them (``CHUNKS_GENERATION``)."""
+        generation = uuid.uuid4().hex
         tx.run(_BUMP, project=self._project, names=[GENERATION, CHUNKS_GENERATION] if chunks else [GENERATION],
-               value=uuid.uuid4().hex).consume()
+               value=generation).consume()
         with self._cache_lock:
             self._expanded, self._generation = {}, None
+        return generation
 
-    def _write_jobs(self, batch: Batch, at: str, summary: WriteSummary) -> Iterator[Job]:
-        """The transactions of an upsert, nodes first, each built only when the writer needs it."""
+    def _write_jobs(self, batch: Batch, at: str, summary: WriteSummary, created: set[str]) -> Iterator[Job]:
+        """The transactions of an upsert, nodes first, each built only when the writer needs it.
+        ``created``: node keys known to have no relationship yet; the node jobs add those they create."""
         stamp, project = ProvenanceStamper(at), self._project
-        created: set[str] = set()  # node keys this upsert created (filled by the node jobs)
 
         def row(element: Node | Relationship) -> dict[str, Any]:
             props = {**element.props, **stamp(element.provenance).as_props()}
@@ -518,7 +562,19 @@ class Neo4jStore(TraversalMixin):
                             by_type.setdefault(r.type.value, []).append({"src": r.src, "dst": r.dst, **row(r)})
                         yield Job(1 + round_no, rel_jobs(by_type), frozenset(g))
         fields = self._chunk_fields
-        statement = _UPSERT_CHUNKS % {"vector": _CHUNK_VECTOR % {"label": vector_label(project)} if fields else ""}
+        vector = {"vector": _CHUNK_VECTOR % {"label": vector_label(project)} if fields else ""}
+
+        def chunk_job(rows: list[dict[str, Any]]) -> Callable[[Any], None]:
+            def work(tx: Any) -> None:
+                existing = set(tx.run(_EXISTING_CHUNKS, project=project, ids=[r["id"] for r in rows]).single()["ids"])
+                fresh = [r for r in rows if r["id"] not in existing]
+                if fresh:
+                    tx.run(_CREATE_CHUNKS % vector, project=project, rows=fresh).consume()
+                if existing:
+                    tx.run(_UPSERT_CHUNKS % vector, project=project,
+                           rows=[r for r in rows if r["id"] in existing]).consume()
+            return work
+
         for part in self._batches(batch.chunks):
             rows = [{
                 "id": c.id, "node_key": c.node_key,
@@ -530,8 +586,7 @@ class Neo4jStore(TraversalMixin):
                     row["props"].update(index_tokens=extra["tokens"], index_digest=extra["digest"],
                                         index_project=project)
                     row["vector"] = extra["vector"]
-            yield Job(1 + len(_LANE_ROUNDS), lambda tx, rows=rows: tx.run(statement, project=project,
-                                                                          rows=rows).consume())
+            yield Job(1 + len(_LANE_ROUNDS), chunk_job(rows))
 
     def _pipeline(self, jobs: Iterator[Job]) -> None:
         """Run write jobs on writer threads while this thread builds the next ones.
@@ -608,6 +663,10 @@ class Neo4jStore(TraversalMixin):
         if not paths:
             return summary
         project = self._project
+        # Grouped by type once: an ingest keeps every relationship it wrote (tens of thousands).
+        kept_rels: dict[str, list[list[str]]] = {}
+        for src, typ, dst in keep.rels:
+            kept_rels.setdefault(typ, []).append([src, dst])
 
         def work(tx: Any) -> None:
             nodes = [r.data() for r in tx.run(_WITHDRAW_NODES, project=project, paths=paths,
@@ -618,9 +677,8 @@ class Neo4jStore(TraversalMixin):
                    + _SET_LEFT.format(v="n"), project=project, rows=shrink).consume()
             rels: list[dict[str, Any]] = []
             for typ in RelType:
-                kept = [[src, dst] for src, t, dst in keep.rels if t == typ.value]
                 rels += [r.data() for r in tx.run(_WITHDRAW_RELS % {"type": typ.value}, project=project, paths=paths,
-                                                  keep=kept)]
+                                                  keep=kept_rels.get(typ.value, []))]
             rkeep = [{"id": r["id"], "left": r["left"]} for r in rels if r["left"]]
             rgone = [r["id"] for r in rels if not r["left"]]
             tx.run("UNWIND $rows AS row MATCH ()-[r]->() WHERE elementId(r) = row.id "
