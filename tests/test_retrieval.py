@@ -159,6 +159,24 @@ def test_question_reading_finds_answer_kind_relations_and_ids() -> None:
     assert parse_question("Which session class keeps cookies?", REF).answer_kinds[0] is NodeKind.SYMBOL
 
 
+@pytest.mark.parametrize("text,end", [
+    # passive with the named code between the be-verb and the verb: the answer is the caller
+    ("Where is parse_args called from?", "src"),
+    ("Which code depends on flush being called?", "src"),
+    # passive with the question word as its subject: the answer is what is called
+    ("What is called when flush runs?", "dst"),
+    ("Which functions are called by flush?", "dst"),
+    # code that uses a function calls it
+    ("Which functions use parse_args?", "src"),
+    ("What does flush use?", "dst"),
+    ("Who calls flush?", "src"),
+])
+def test_question_reading_finds_which_end_of_a_call_is_asked(text: str, end: str) -> None:
+    q = parse_question(text, REF)
+    assert q.directions.get(RelType.CALLS) == end, q.directions
+    assert q.answer_kinds and q.answer_kinds[0] is NodeKind.SYMBOL
+
+
 # --- indexes kept in step with the graph ------------------------------------------------------------
 
 

@@ -40,9 +40,11 @@ _ANSWER_PATTERNS: list[tuple[re.Pattern[str], tuple[NodeKind, ...]]] = [
 ]
 
 # Words that name relationships, and the types they mean.
+_USE = re.compile(r"\bus(?:e|es|ed)\b", re.IGNORECASE)
 _REL_WORDS: list[tuple[re.Pattern[str], tuple[RelType, ...]]] = [
     (re.compile(r"\bcall(s|ed|ing|ers?)?\b|\binvok", re.IGNORECASE), (RelType.CALLS,)),
-    (re.compile(r"\bdepend|\bdependen|\buses?\b|\bconsum", re.IGNORECASE), (RelType.DEPENDS_ON, RelType.IMPORTS)),
+    (re.compile(r"\bdepend|\bdependen|\bconsum", re.IGNORECASE), (RelType.DEPENDS_ON, RelType.IMPORTS)),
+    (_USE, (RelType.CALLS, RelType.DEPENDS_ON, RelType.IMPORTS)),
     (re.compile(r"\bimport", re.IGNORECASE), (RelType.IMPORTS,)),
     (re.compile(r"\bown(s|ed|er|ers|ership)?\b|\bresponsible\b|\bmaintain", re.IGNORECASE), (RelType.OWNS,)),
     (re.compile(r"\bmembers?\b|\bworks? (on|in)\b|\bteam\b", re.IGNORECASE), (RelType.MEMBER_OF,)),
@@ -218,10 +220,17 @@ def parse_time(text: str, now: datetime) -> TimeFilter:
 
 
 # Verbs whose English subject is the start of the relationship ("A calls B": A -CALLS-> B).
+# A passive verb: a be-verb before it ("where is X called from", "X being called"); with words
+# between the two, those words are the verb's object and the answer is its subject.
+_PASSIVE = re.compile(r"\b(?P<be>is|are|was|were|be|been|being|gets?|got)\b(?P<between>[^?.!,;]*)$", re.IGNORECASE)
 _DIRECTED_VERBS: list[tuple[re.Pattern[str], RelType]] = [
     (re.compile(r"\bcall(?:s|ed|ing)?\b|\binvok\w*|\brel(?:y|ies|ied|ying) on\b|\bdelegat\w*", re.IGNORECASE),
      RelType.CALLS),
     (re.compile(r"\bdepend\w*|\bcall\w* into\b", re.IGNORECASE), RelType.DEPENDS_ON),
+    # Code that uses a function calls it ("which functions use parse_args"); a service that uses
+    # another depends on it.
+    (_USE, RelType.CALLS),
+    (_USE, RelType.DEPENDS_ON),
     (re.compile(r"\bsupersed\w*|\breplac\w*", re.IGNORECASE), RelType.SUPERSEDES),
 ]
 _ASKS_OBJECT = re.compile(r"\b((what|which)(\s+\w+)?|who(m)?)\s+(does|do|did|is|are|was|were)\s+\S+", re.IGNORECASE)
@@ -247,8 +256,13 @@ def _directions(text: str) -> dict[RelType, str]:
             continue
         after = text[m.end():]
         by = re.match(r"\s*:?\s*by\s+[`'\"(]*(\w+)", after, re.IGNORECASE)
+        passive = _PASSIVE.search(text[:m.start()])
         if by:  # passive: "superseded by which decision" asks for the subject, "called by X" for the object
             out[rel] = "src" if by.group(1).lower() in ("which", "what", "whom", "who") else "dst"
+        elif passive and (passive["between"].strip() or passive["be"].lower() == "being"):
+            out[rel] = "src"  # "where is X called from", "code that depends on X being called"
+        elif passive:
+            out[rel] = "dst"  # "what is called when X runs"
         elif _ASKS_OBJECT.search(text[:m.start()]) and not re.search(r"\b(is|are|was|were)\b", text[:m.start()]):
             out[rel] = "dst"  # "what does X call"
         elif not re.sub(r"\b(directly|itself|at all|on|in|into)\b|[\s?.!]", "", after, flags=re.IGNORECASE):
