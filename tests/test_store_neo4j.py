@@ -119,3 +119,27 @@ def test_a_batch_of_new_and_known_chunks_writes_each_once(
     store.upsert([], [], chunks(2, syms), at="2025-01-02T00:00:00Z")
     assert store.counts().chunks == len(syms)
     assert sorted((c.node_key, c.text) for c in store.get_chunks(syms)) == sorted((k, f"{k} v2") for k in syms)
+
+
+def test_a_write_leaves_garbage_collection_as_it_found_it(neo4j_store_factory: Callable[[str], Any]) -> None:
+    """Writes pause the cyclic collector while they build their rows, and resume it, even when
+    the write is refused."""
+    import gc
+
+    from graphmem.errors import ModelError
+    from graphmem.model import Node, Provenance
+
+    store = neo4j_store_factory("gc")
+    nodes, rels, files, _ = random_graph(6)
+    store.upsert(nodes, rels)
+    store.close_sources(files[:1])
+    assert gc.isenabled()
+    with pytest.raises(ModelError):
+        store.upsert([Node("nokind", "x", Provenance("a.py", "code"))])
+    assert gc.isenabled()
+    gc.disable()
+    try:  # and a process that runs without it keeps running without it
+        store.upsert(nodes[:3])
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
