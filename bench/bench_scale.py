@@ -20,7 +20,10 @@ its BM25 and vector indexes live: ``local`` files beside the process (the defaul
 
     PYTHONPATH=. NEO4J_URI=bolt://127.0.0.1:27687 NEO4J_PASSWORD=... \\
         nice -n 10 python bench/bench_scale.py [--stores embedded,neo4j] [--exclude 'tests/**'] \\
-        [--out /tmp/scale.json]
+        [--graph-only] [--out /tmp/scale.json]
+
+``--graph-only`` stops after step 1's graph (no index sync, so no embedding): the write stage of
+both stores in a few minutes.
 """
 
 from __future__ import annotations
