@@ -14,6 +14,8 @@ from graphmem.stores.embedded import EmbeddedStore
 SERVICE_FN = "sym:examples/server/main.go::service"
 INTEGER = "sym:src/fields.py::Integer"
 PROJECT_METHOD = "sym:tools/premake.py::Toolchain.project"
+PRIVATE_METHOD = "sym:src/builder.py::Builder._eval_snippets"
+DUNDER = "sym:src/builder.py::Builder.__init__"
 
 
 @pytest.fixture(scope="module")
@@ -22,7 +24,10 @@ def catalog(tmp_path_factory: pytest.TempPathFactory) -> Catalog:
     prov = Provenance("src", "test")
     store.upsert([Node(SERVICE_FN, "service", prov, {"symbol_kind": "function"}),
                   Node(INTEGER, "Integer", prov, {"symbol_kind": "class"}),
-                  Node(PROJECT_METHOD, "project", prov, {"symbol_kind": "method"})], [], [])
+                  Node(PROJECT_METHOD, "project", prov, {"symbol_kind": "method"}),
+                  Node(PRIVATE_METHOD, "_eval_snippets", prov, {"symbol_kind": "method",
+                                                                "qualname": "Builder._eval_snippets"}),
+                  Node(DUNDER, "__init__", prov, {"symbol_kind": "method", "qualname": "Builder.__init__"})], [], [])
     cat = Catalog.build(store)
     store.close()
     return cat
@@ -37,6 +42,7 @@ def linked(cat: Catalog, text: str) -> set[str]:
     ("Show me the source of project().", PROJECT_METHOD),
     ("Jump to Integer in the fields code.", INTEGER),  # capitalised inside a sentence
     ("Where does the `service` function live?", SERVICE_FN),  # quoted, and next to a code noun
+    ("What does _eval_snippets call?", PRIVATE_METHOD),  # a private method by its own name
 ])
 def test_a_word_written_as_a_name_links_the_symbol(catalog: Catalog, text: str, key: str) -> None:
     assert key in linked(catalog, text)
@@ -52,3 +58,8 @@ def test_a_word_written_as_a_name_links_the_symbol(catalog: Catalog, text: str, 
 def test_a_plain_english_word_links_nothing(catalog: Catalog, text: str) -> None:
     assert linked(catalog, text) == set()
 
+
+
+def test_a_dunder_method_is_not_linked_by_its_bare_name(catalog: Catalog) -> None:
+    assert DUNDER not in linked(catalog, "What does __init__ call?")
+    assert DUNDER in linked(catalog, "What does Builder.__init__ call?")

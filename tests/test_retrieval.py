@@ -177,6 +177,25 @@ def test_question_reading_finds_which_end_of_a_call_is_asked(text: str, end: str
     assert q.answer_kinds and q.answer_kinds[0] is NodeKind.SYMBOL
 
 
+@pytest.mark.parametrize("text", [
+    "Which code calls flush indirectly?",
+    "Which functions reach flush through one intermediate call?",
+    "What calls the callers of flush?",
+    "flush is called by a few helpers; which functions call those helpers?",
+])
+def test_question_reading_finds_a_call_crossed_twice(text: str) -> None:
+    q = parse_question(text, REF)
+    # the first step leads from flush to its callers, the answer is one more step the same way
+    assert q.step == (RelType.CALLS, "src") and q.directions[RelType.CALLS] == "src", (q.step, q.directions)
+    assert q.answer_kinds[0] is NodeKind.SYMBOL
+    assert parse_question("Who calls flush?", REF).step is None
+
+
+def test_who_uses_code_asks_for_code() -> None:
+    assert parse_question("Who uses flush from other packages?", REF).answer_kinds == (NodeKind.SYMBOL,)
+    assert parse_question("Who owns the billing service?", REF).answer_kinds[0] is NodeKind.PERSON
+
+
 # --- indexes kept in step with the graph ------------------------------------------------------------
 
 

@@ -26,6 +26,7 @@ from graphmem.retrieval.learned import (
     QuestionSignals,
     TreeRanker,
     apply_floor,
+    demote_subjects,
     feature_names,
     load_model,
     matrix,
@@ -97,6 +98,14 @@ def test_the_floor_keeps_every_lists_first_candidates_near_the_top() -> None:
     assert apply_floor(order, {"bm25": ["a"]}, top=1, rank=5) == order  # nothing to move
     two = apply_floor(order, lists, top=2, rank=4)
     assert {"g", "a", "f", "b"} == set(two[:4])
+
+
+def test_a_relationships_named_end_stays_out_of_the_first_places() -> None:
+    order = ["x", "a", "y", "b", "c"]
+    assert demote_subjects(order, {"x", "y"}, 2) == ["a", "b", "x", "y", "c"]
+    assert demote_subjects(order, {"x"}, 0) == order  # off
+    assert demote_subjects(["x", "a"], {"x"}, 5) == ["a", "x"]  # fewer others than places: all of them first
+    assert demote_subjects(order, set(), 3) == order
 
 
 def test_the_shipped_model_matches_the_features_and_ranks() -> None:

@@ -168,6 +168,9 @@ class FusionConfig:
     model: str = "fusion-v5"  # learned: a model shipped in graphmem/retrieval/models/, or a path
     floor_top: int = 1
     floor_rank: int = 10
+    # Learned: the named end of an asked relationship ("X" in "what calls X") stays out of the
+    # first ``subject_rank`` places (0: the model alone decides).
+    subject_rank: int = 5
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "weights", _frozen_map(self.weights))
@@ -176,7 +179,7 @@ class FusionConfig:
         _check(not unknown, f"FusionConfig.weights: unknown retrievers {sorted(unknown)}")
         _check(all(v >= 0 for v in self.weights.values()), "FusionConfig.weights must be >= 0")
         _check(any(v > 0 for v in self.weights.values()), "FusionConfig.weights: at least one retriever must count")
-        _nonneg(self, "rrf_k", "floor_top", "floor_rank")
+        _nonneg(self, "rrf_k", "floor_top", "floor_rank", "subject_rank")
 
     @property
     def retrievers(self) -> tuple[str, ...]:
@@ -187,9 +190,17 @@ class FusionConfig:
 class RerankConfig:
     enabled: bool = False
     depth: int = 15  # fused candidates the cross-encoder reorders
+    # The general model (`graphmem reranker build-general`), used when a project has none: the weight
+    # of the fused-rank prior added to its logit (``CrossEncoderReranker.prior_weight``) and the answer
+    # kinds it reorders ("any": the question names none). Chosen on eval/realcode's dev split, where the
+    # model alone or on other kinds lost to the fused order.
+    general_prior_weight: float = 1.5
+    general_answer_kinds: tuple[str, ...] = ("any", "service")
 
     def __post_init__(self) -> None:
         _check(self.depth >= 1, "RerankConfig.depth must be >= 1")
+        _check(self.general_prior_weight >= 0, "RerankConfig.general_prior_weight must be >= 0")
+        object.__setattr__(self, "general_answer_kinds", tuple(self.general_answer_kinds))
 
 
 @dataclass(frozen=True, slots=True)

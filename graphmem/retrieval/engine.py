@@ -24,7 +24,8 @@ from graphmem.retrieval.config import DEFAULT_MODE, RetrievalConfig, preset
 from graphmem.retrieval.fusion import reciprocal_rank_fusion, rrf_k
 from graphmem.retrieval.graph import GraphResult, GraphRetriever
 from graphmem.retrieval.indexes import Indexes
-from graphmem.retrieval.learned import CandidateSignals, QuestionSignals, apply_floor, load_model, matrix
+from graphmem.retrieval.learned import (CandidateSignals, QuestionSignals, apply_floor, demote_subjects, load_model,
+                                       matrix)
 from graphmem.retrieval.question import Question, parse_question
 from graphmem.stores.base import GraphStore, Path, Step
 
@@ -342,6 +343,7 @@ class Retriever:
         scores = model.score(matrix(qs, keys, signals), "layer" if qs.layer else "walk")
         by_key = dict(zip(keys, scores.tolist()))
         order = sorted(keys, key=lambda key: (-by_key[key], key))
+        order = demote_subjects(order, {key for key in keys if signals[key].subject}, fusion.subject_rank)
         order = apply_floor(order, lists, fusion.floor_top, fusion.floor_rank)
         return [(key, float(by_key[key])) for key in order]
 

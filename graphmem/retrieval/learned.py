@@ -276,6 +276,17 @@ def load_model(spec: str) -> FusionModel:
     return FusionModel.from_dict(data)
 
 
+def demote_subjects(order: list[str], subjects: set[str], rank: int) -> list[str]:
+    """Keep the question's subjects (the named end of the relationship it asks about: X in "what
+    calls X") out of the first ``rank`` places while other candidates remain: a relationship's
+    named end is not its answer, whatever the lists' agreement on its text says."""
+    if rank <= 0 or not subjects:
+        return order
+    others = [key for key in order if key not in subjects]
+    head = others[:rank]
+    return head + [key for key in order if key not in head]
+
+
 def apply_floor(order: list[str], lists: Mapping[str, Sequence[str]], top: int, rank: int) -> list[str]:
     """Move the first ``top`` of every list into the first ``rank`` places if the order left them out.
 

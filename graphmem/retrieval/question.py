@@ -42,7 +42,7 @@ _ANSWER_PATTERNS: list[tuple[re.Pattern[str], tuple[NodeKind, ...]]] = [
 # Words that name relationships, and the types they mean.
 _USE = re.compile(r"\bus(?:e|es|ed)\b", re.IGNORECASE)
 _REL_WORDS: list[tuple[re.Pattern[str], tuple[RelType, ...]]] = [
-    (re.compile(r"\bcall(s|ed|ing|ers?)?\b|\binvok", re.IGNORECASE), (RelType.CALLS,)),
+    (re.compile(r"\bcall(s|ed|ing|ers?)?\b|\binvok|\breach(es|ed)?\b", re.IGNORECASE), (RelType.CALLS,)),
     (re.compile(r"\bdepend|\bdependen|\bconsum", re.IGNORECASE), (RelType.DEPENDS_ON, RelType.IMPORTS)),
     (_USE, (RelType.CALLS, RelType.DEPENDS_ON, RelType.IMPORTS)),
     (re.compile(r"\bimport", re.IGNORECASE), (RelType.IMPORTS,)),
@@ -96,6 +96,12 @@ _LATEST_CHANGE = re.compile(r"\b(last|latest|most recent(ly)?|recently)\s+(chang
                             r"updated|worked on|change|edit|commit)", re.IGNORECASE)
 _RELATIVE_STEP = re.compile(r"\bthe\s+(function|method|code|endpoint|handler|service|caller|routine)s?\s+"
                             r"(that|which)\s+(calls?|invokes?|depends?\s+on)\b", re.IGNORECASE)
+# A call relationship crossed twice: "calls X indirectly", "two calls away", "through one
+# intermediate call", "the callers of X's callers", "which functions call those helpers".
+_TWO_CALLS = re.compile(r"\bindirect(?:ly)?\b|\b(?:two|2) (?:calls|hops|steps|levels) (?:away|removed|deep)\b"
+                        r"|\bthrough (?:one|an?) (?:intermediate|middle|other) (?:call|function|caller)\b"
+                        r"|\bcall\w* (?:of )?(?:the |its |their )?callers\b|\bcall(?:s|ed)? (?:those|these) \w+",
+                        re.IGNORECASE)
 _ASKS_TYPE = re.compile(r"\b(which|what)\s+(\w+\s+){0,2}(class|classes|type|types|struct|structs|interface|interfaces)\b"
                         r"|\bof which (class|type|struct|interface)\b", re.IGNORECASE)
 _FIRST = re.compile(r"\b(first|earliest|oldest)\s+(incident|outage|commit|change|decision|adr)s?\b", re.IGNORECASE)
@@ -224,8 +230,8 @@ def parse_time(text: str, now: datetime) -> TimeFilter:
 # between the two, those words are the verb's object and the answer is its subject.
 _PASSIVE = re.compile(r"\b(?P<be>is|are|was|were|be|been|being|gets?|got)\b(?P<between>[^?.!,;]*)$", re.IGNORECASE)
 _DIRECTED_VERBS: list[tuple[re.Pattern[str], RelType]] = [
-    (re.compile(r"\bcall(?:s|ed|ing)?\b|\binvok\w*|\brel(?:y|ies|ied|ying) on\b|\bdelegat\w*", re.IGNORECASE),
-     RelType.CALLS),
+    (re.compile(r"\bcall(?:s|ed|ing)?\b|\binvok\w*|\brel(?:y|ies|ied|ying) on\b|\bdelegat\w*|\breach(?:es|ed)?\b",
+                re.IGNORECASE), RelType.CALLS),
     (re.compile(r"\bdepend\w*|\bcall\w* into\b", re.IGNORECASE), RelType.DEPENDS_ON),
     # Code that uses a function calls it ("which functions use parse_args"); a service that uses
     # another depends on it.
@@ -237,14 +243,24 @@ _ASKS_OBJECT = re.compile(r"\b((what|which)(\s+\w+)?|who(m)?)\s+(does|do|did|is|
 
 
 _WHO = (NodeKind.PERSON, NodeKind.TEAM)
-_WHO_RELATES = re.compile(r"\bwho\s+(else\s+|still\s+|directly\s+)?(calls?|invokes?|depends?|supersed|replac)",
+_WHO_RELATES = re.compile(r"\bwho\s+(else\s+|still\s+|directly\s+)?(calls?|invokes?|depends?|uses?\b|supersed|replac)"
+                          r"|\bwho\s+(is|are)\s+the\s+call(er|ee)s?\b",
                           re.IGNORECASE)
 _KIND_OF_RELATION = {RelType.CALLS: (NodeKind.SYMBOL,), RelType.DEPENDS_ON: (NodeKind.SERVICE,),
                      RelType.SUPERSEDES: (NodeKind.DECISION,)}
 
 
+def _asking_clause(text: str) -> str:
+    """Of clauses joined by ";" or ":", the last one that asks ("X is called by a few helpers;
+    which functions call those helpers?" asks in its second)."""
+    clauses = [c for c in re.split(r"[;:]\s", text) if c.strip()]
+    asking = [c for c in clauses if re.search(r"\b(which|what|who|whom|where|when|list|find|show)\b", c, re.IGNORECASE)]
+    return asking[-1] if asking else text
+
+
 def _directions(text: str) -> dict[RelType, str]:
     """Which end of a named relationship the answer is, where the wording says so."""
+    text = _asking_clause(text)
     out: dict[RelType, str] = {}
     if re.search(r"\bcallers?\b", text, re.IGNORECASE):
         out[RelType.CALLS] = "src"
@@ -322,6 +338,9 @@ def parse_question(text: str, now: datetime | None = None, *, sessions: bool = F
     if m := _RELATIVE_STEP.search(text):
         verb = m.group(3).lower()
         q.step = (RelType.DEPENDS_ON if verb.startswith("depend") else RelType.CALLS, "src")
+    elif RelType.CALLS in q.rel_types and _TWO_CALLS.search(text):
+        # One step along the calls first: the answer is a further step the same way.
+        q.step = (RelType.CALLS, q.directions.get(RelType.CALLS, "src"))
     q.kind_mentions = tuple(kind for pattern, kind in _KIND_WORDS if pattern.search(text))
     q.adr_numbers = tuple(dict.fromkeys(int(n) for n in ADR_RE.findall(text)))
     q.incident_numbers = tuple(dict.fromkeys(int(n) for n in INCIDENT_RE.findall(text)))

@@ -91,8 +91,10 @@ class Catalog:
         if kind is NodeKind.SYMBOL:
             qual = str(node.props.get("qualname") or name)
             last = qual.rsplit(".", 1)[-1]
-            # Short or common last parts ("get", "main", "__init__") would link to everything.
-            return [qual] + ([last] if len(last) >= 5 and not last.startswith("_") and last != qual else [])
+            # Short or common last parts ("get", "main", "__init__") would link to everything; a
+            # private method's name ("_eval_snippets") is as particular as a public one's.
+            dunder = last.startswith("__") and last.endswith("__")
+            return [qual] + ([last] if len(last.lstrip("_")) >= 5 and not dunder and last != qual else [])
         if kind is NodeKind.DECISION:
             return [f"ADR-{node.props.get('number')}", name]
         if kind is NodeKind.INCIDENT:

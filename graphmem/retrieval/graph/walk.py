@@ -109,9 +109,11 @@ def walk(store: GraphStore, cat: Catalog, q: Question, linked: dict[str, Link], 
     # they relate to others of their kind through a directed relationship ("which services
     # depend on auth", "who calls X", "what replaced ADR-3"): there they are the subjects.
     # What the question names outright (an id, a name) or whose title it repeats is a subject:
-    # "which decision replaced synchronous billing calls" asks for what replaced that title.
-    result.subjects = {key for key, link in linked.items()
-                       if q.directions and (link.named or link.reason is LinkReason.TITLE)
+    # "which decision replaced synchronous billing calls" asks for what replaced that title. So
+    # are the nodes one step from it that a two-step question goes through ("what calls the
+    # callers of X": X's callers are the way in, their callers the answer).
+    result.subjects = {key for key, link in result.linked.items()
+                       if q.directions and (link.named or link.reason in (LinkReason.TITLE, LinkReason.STEPPED))
                        and cat.nodes.get(key, (None,))[0] in answer}
     # Extracted entities ("postgresql", "Lothair II") connect the passages and code that mention
     # them; they are answers only to a question that asks for entities.
