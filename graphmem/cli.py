@@ -761,6 +761,24 @@ def reranker_train(ctx: Context, budget: float, max_pairs: int, as_json: bool) -
                                               "(overall it did not)"))
 
 
+@reranker.command("build-general")
+@click.option("--budget", type=click.FloatRange(10, None), default=1500.0, show_default=True,
+              help="Seconds of training at most (reading the installed packages comes on top).")
+@click.option("--threads", type=click.IntRange(1, None), default=None, help="Torch threads (default: all cores).")
+@json_option
+def reranker_build_general(budget: float, threads: int | None, as_json: bool) -> None:
+    """Train the machine's general cross-encoder from the installed Python packages' docstrings and code;
+    hybrid-rerank uses it for projects without a reranker of their own."""
+    from graphmem.retrieval.general_reranker import build_general_reranker
+
+    meta = build_general_reranker(time_budget=budget, threads=threads)
+    if as_json:
+        click.echo(json.dumps(meta, indent=2))
+        return
+    click.echo(f"trained on {meta['groups_trained']} of {meta['groups']} questions from {meta['packages']} packages "
+               f"({meta['steps']} steps, {meta['train_seconds']:.0f} s); saved in {meta['out_dir']}")
+
+
 class _nothing:
     def __enter__(self) -> None:
         return None

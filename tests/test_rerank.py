@@ -163,6 +163,7 @@ def test_scoring_from_an_exported_model_does_not_import_torch(org: dict[str, Any
 def test_load_reranker_without_a_model(tmp_path: Path, org: dict[str, Any], trained: Any,
                                        monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("GRAPHMEM_RERANKER", raising=False)
+    monkeypatch.setenv("GRAPHMEM_MODEL_CACHE", str(tmp_path / "models"))  # no general model either
     assert load_reranker(tmp_path, "acme") is None
     # GRAPHMEM_RERANKER names a model to use instead (here the one trained above).
     monkeypatch.setenv("GRAPHMEM_RERANKER", str(default_reranker_dir(org["home"], "acme")))

@@ -82,11 +82,15 @@ class CrossEncoderReranker:
     ``-prior_weight * log2(1 + i)`` to the i-th text's logit: the engine hands texts in fused order,
     and a model trained in minutes on one organisation should overturn that order only when it is
     confident. ``logits`` gives the model's scores alone.
+
+    ``answer_kinds``, when given, are the only answer kinds it reorders (``"any"``: a question that
+    names none), in place of the per-kind verdicts of its recorded evaluation.
     """
 
     def __init__(self, model: str | Path, *, backend: str = "auto", max_length: int = DEFAULT_MAX_LENGTH,
                  batch_size: int = BATCH_SIZE, cache_dir: str | Path | None = None,
-                 threads: int | None = None, prior_weight: float | None = None) -> None:
+                 threads: int | None = None, prior_weight: float | None = None,
+                 answer_kinds: Iterable[str] | None = None) -> None:
         if backend not in BACKENDS:
             raise ModelError(f"unknown reranker backend {backend!r}: choose one of {', '.join(BACKENDS)}")
         if max_length < 16:
@@ -102,6 +106,7 @@ class CrossEncoderReranker:
         self.cache_dir = Path(cache_dir).expanduser() if cache_dir else _default_cache_dir()
         self.meta: dict[str, Any] = _read_meta(self.path) if self.path else {}
         self.prior_weight = float(self.meta.get("prior_weight", 0.0) if prior_weight is None else prior_weight)
+        self.answer_kinds = frozenset(answer_kinds) if answer_kinds is not None else None
         self.requested_backend = backend
         self.backend = ""  # what actually scores, set on first use
         self.name = f"cross-encoder:{self.path.name if self.path else self.model}"
@@ -129,8 +134,10 @@ class CrossEncoderReranker:
         """Whether to rerank a question whose expected answer kinds are ``answer_kinds`` (``NodeKind``
         values, as ``parse_question`` reads them): the per-kind verdict where enough held-out
         questions of that kind were measured, else the overall one."""
-        by_kind = self.evaluation.get("by_answer_kind") or {}
         kinds = [str(getattr(k, "value", k)) for k in answer_kinds] or ["any"]
+        if self.answer_kinds is not None:
+            return any(k in self.answer_kinds for k in kinds)
+        by_kind = self.evaluation.get("by_answer_kind") or {}
         verdicts = [bool(by_kind[k]["helps"]) for k in kinds
                     if k in by_kind and by_kind[k].get("questions", 0) >= MIN_KIND_QUESTIONS]
         return any(verdicts) if verdicts else self.helps
@@ -362,17 +369,31 @@ def default_reranker_dir(home: str | Path, project: str) -> Path:
 def load_reranker(home: str | Path, project: str, model: str | Path | None = None, *,
                   backend: str = "auto", max_length: int | None = None) -> CrossEncoderReranker | None:
     """The reranker to use for a project: ``model`` if given, else ``GRAPHMEM_RERANKER``, else the
-    project's trained one; ``None`` when there is none. Nothing is loaded until the first score."""
+    project's trained one, else the machine's general one (``general_reranker``, weighted and limited
+    to answer kinds as ``RerankConfig`` says); ``None`` when there is none. Nothing is loaded until
+    the first score."""
     chosen = model or os.environ.get(ENV_MODEL) or None
     cache = Path(home).expanduser() / "cache" / "reranker"
     if chosen is None:
         directory = default_reranker_dir(home, project)
-        if not (directory / META_FILE).is_file() or not (directory / "config.json").is_file():
-            return None
+        if not _is_model(directory):
+            from graphmem.retrieval.general_reranker import general_reranker_dir
+
+            general = general_reranker_dir()
+            if not _is_model(general):
+                return None
+            cfg = RerankConfig()
+            return CrossEncoderReranker(general, backend=backend, max_length=max_length or DEFAULT_MAX_LENGTH,
+                                        cache_dir=cache, prior_weight=cfg.general_prior_weight,
+                                        answer_kinds=cfg.general_answer_kinds)
         chosen = directory
     meta = _read_meta(Path(chosen)) if Path(chosen).is_dir() else {}
     length = max_length or int(meta.get("max_length", DEFAULT_MAX_LENGTH))
     return CrossEncoderReranker(chosen, backend=backend, max_length=length, cache_dir=cache)
+
+
+def _is_model(directory: Path) -> bool:
+    return (directory / META_FILE).is_file() and (directory / "config.json").is_file()
 
 
 def _read_meta(directory: Path) -> dict[str, Any]:

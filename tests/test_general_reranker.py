@@ -1,0 +1,188 @@
+"""The machine's general reranker: training groups read from installed code, a tiny real training run,
+and ``load_reranker`` falling back to it for a project without its own model.
+
+Uses the real packaged MiniLM weights; the source packages are written into a temporary folder so the
+test reads a known, small tree instead of the whole standard library.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import os
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from graphmem.retrieval.config import RerankConfig
+from graphmem.retrieval.general_reranker import (
+    GENERAL_NAME,
+    build_general_reranker,
+    general_reranker_dir,
+    harvest,
+    strip_docstrings,
+)
+from graphmem.retrieval.rerank import META_FILE, CrossEncoderReranker, load_reranker
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+SECRET = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+
+LEDGER = '''
+"""Ledger helpers."""
+
+
+def post_entry(ledger, entry):
+    """Book one entry in the ledger and return its identifier."""
+    ledger.append(entry)
+    return len(ledger) - 1
+
+
+def void_entry(ledger, index):
+    """Mark an entry of the ledger as void without removing it."""
+    ledger[index] = None
+    return index
+
+
+def balance(ledger):
+    """Sum the amounts of every entry that is not void."""
+    return sum(e["amount"] for e in ledger if e is not None)
+
+
+class Account:
+    """An account holding entries in a ledger of its own."""
+
+    def __init__(self):
+        self.ledger = []
+
+    def deposit(self, amount):
+        """Add a positive amount to the account as a new entry."""
+        return post_entry(self.ledger, {"amount": amount})
+
+    def only_doc(self):
+        """Return nothing at all, this body is only a docstring."""
+'''
+
+NETWORK = f'''
+def fetch_page(url, retries=3):
+    """Download a web page and retry on connection errors."""
+    token = "{SECRET}"
+    for attempt in range(retries):
+        try:
+            return open_url(url, token)
+        except ConnectionError:
+            continue
+
+
+def parse_header(line):
+    """Split one HTTP header line into its name and value."""
+    name, _, value = line.partition(":")
+    return name.strip().lower(), value.strip()
+
+
+def open_url(url, token):
+    """Open a connection to a server and read the whole response body."""
+    return url + token
+
+
+def quote_path(path):
+    """Escape the characters of a URL path that a server would misread."""
+    return path.replace(" ", "%20").replace("#", "%23")
+
+
+def cookie_jar(headers):
+    """Collect the cookies a server set in its response headers."""
+    return [value for name, value in headers if name == "set-cookie"]
+'''
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("site")
+    for package, source in (("ledgerlib", LEDGER), ("netlib", NETWORK), ("attr", LEDGER)):
+        (root / package).mkdir()
+        (root / package / "__init__.py").write_text("")
+        (root / package / "core.py").write_text(textwrap.dedent(source))
+    (root / "netlib" / "tests").mkdir()
+    test_file = root / "netlib" / "tests" / "test_core.py"
+    test_file.write_text('def test_x():\n    """Check that x works well enough."""\n')
+    (root / "netlib" / "broken.py").write_bytes(b"def f(:\n  \xff\xfe")
+    return root
+
+
+@pytest.fixture(scope="module")
+def groups(tree: Path) -> list[Any]:
+    return harvest([tree], seed=0)
+
+
+def test_strip_docstrings_keeps_code_valid_and_maps_qualnames() -> None:
+    stripped, docs = strip_docstrings(textwrap.dedent(LEDGER))
+    ast.parse(stripped)  # a body that was only a docstring became `pass`
+    assert "Book one entry" not in stripped and "Ledger helpers." in stripped  # the module docstring stays
+    assert docs["Account.deposit"] == ("Add a positive amount to the account as a new entry.", "function")
+    assert docs["Account"][1] == "class"
+    assert "def only_doc(self):\n        pass" in stripped
+
+
+def test_harvest_reads_docstrings_into_questions_over_code_without_them(groups: list[Any]) -> None:
+    assert {g.package for g in groups} == {"ledgerlib", "netlib"}  # attr is an evaluation package; tests skipped
+    assert len(groups) >= 8
+    for g in groups:
+        assert len(g.negatives) == 3 and g.positive not in g.negatives
+        assert all(p.split("/", 1)[0] == g.package for p in (g.positive, *g.negatives))
+        for text in (g.positive, *g.negatives):
+            assert text.split("\n", 1)[0].endswith(", python)")  # ingest's symbol passage header
+            assert '"""' not in text
+        assert SECRET not in g.positive + "".join(g.negatives)
+    deposit = next(g for g in groups if "::Account.deposit (method" in g.positive)
+    assert "positive amount" in deposit.query and "positive amount" not in deposit.positive
+    assert not any("test_core" in g.positive for g in groups)
+
+
+def test_harvest_is_deterministic(tree: Path, groups: list[Any]) -> None:
+    assert harvest([tree], seed=0) == groups
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory, groups: list[Any]) -> dict[str, Any]:
+    cache = tmp_path_factory.mktemp("models")
+    meta = build_general_reranker(general_reranker_dir(cache), groups=groups, time_budget=60, batch_size=2,
+                                  threads=2)
+    return {"cache": cache, "meta": meta}
+
+
+def test_build_trains_and_saves_the_model_atomically(built: dict[str, Any], groups: list[Any]) -> None:
+    meta, out = built["meta"], Path(built["meta"]["out_dir"])
+    assert out.name == GENERAL_NAME and (out / META_FILE).is_file() and (out / "config.json").is_file()
+    assert meta["groups"] == len(groups) and meta["steps"] == len(groups) // 2
+    assert math.isfinite(meta["first_loss"]) and math.isfinite(meta["last_loss"])
+    assert not [p for p in out.parent.iterdir() if p.name.startswith(".")]  # no staging folder left
+
+
+def test_too_few_groups_is_a_clear_error(tmp_path: Path, groups: list[Any]) -> None:
+    from graphmem.errors import ModelError
+
+    with pytest.raises(ModelError, match="too few"):
+        build_general_reranker(tmp_path / "m", groups=groups[:1], batch_size=2)
+    assert not (tmp_path / "m").exists()
+
+
+def test_load_reranker_falls_back_to_the_general_model(built: dict[str, Any], tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GRAPHMEM_RERANKER", raising=False)
+    monkeypatch.setenv("GRAPHMEM_MODEL_CACHE", str(tmp_path / "empty"))
+    assert load_reranker(tmp_path, "acme") is None
+    monkeypatch.setenv("GRAPHMEM_MODEL_CACHE", str(built["cache"]))
+    rr = load_reranker(tmp_path, "acme")
+    assert isinstance(rr, CrossEncoderReranker) and rr.path == Path(built["meta"]["out_dir"]).resolve()
+    cfg = RerankConfig()
+    assert rr.prior_weight == cfg.general_prior_weight
+    # Reorders only the answer kinds the configuration names.
+    assert rr.helps_for([]) == ("any" in cfg.general_answer_kinds)
+    assert not rr.helps_for(["commit"])
+    texts = ["def post_entry(ledger, entry):\n    ledger.append(entry)", "def parse_header(line): ...", "x"]
+    logits, scores = rr.logits("which function books an entry", texts), rr.score("which function books an entry", texts)
+    assert all(math.isfinite(x) for x in logits)
+    for i, (lg, sc) in enumerate(zip(logits, scores)):
+        assert sc == pytest.approx(lg - cfg.general_prior_weight * math.log2(1 + i), abs=1e-5)
