@@ -63,3 +63,31 @@ def test_a_plain_english_word_links_nothing(catalog: Catalog, text: str) -> None
 def test_a_dunder_method_is_not_linked_by_its_bare_name(catalog: Catalog) -> None:
     assert DUNDER not in linked(catalog, "What does __init__ call?")
     assert DUNDER in linked(catalog, "What does Builder.__init__ call?")
+
+
+def test_a_root_commit_is_no_answer_to_what_changed_a_symbol(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The first commit created the file; only the later one changed the function in it."""
+    from graphmem.model import RelType, Relationship
+    from graphmem.retrieval.graph import GraphRetriever
+
+    store = EmbeddedStore(tmp_path, "history")
+    prov = Provenance("git", "test")
+    fn = "sym:src/codec.py::decode_frame"
+    root, later = "commit:" + "a" * 40, "commit:" + "b" * 40
+    store.upsert([Node(fn, "decode_frame", prov, {"symbol_kind": "function", "qualname": "decode_frame"}),
+                  Node(root, "release 1.0", prov, {"parents": [], "committed_at": "2024-01-01T00:00:00Z"}),
+                  Node(later, "release 1.1", prov, {"parents": ["a" * 40], "committed_at": "2024-06-01T00:00:00Z"})],
+                 [Relationship(root, RelType.MODIFIED, fn, prov, {"change_type": "A"}),
+                  Relationship(later, RelType.MODIFIED, fn, prov, {"change_type": "M"}),
+                  Relationship(later, RelType.PARENT, root, prov, {})], [])
+    graph = GraphRetriever(store)
+    assert graph.catalog.root_commits == {root}
+
+    def commits(text: str) -> list[str]:
+        q = parse_question(text)
+        return [h.key for h in graph.retrieve(q).hits if h.key.startswith("commit:")]
+
+    assert commits("Which release changed decode_frame?")[0] == later
+    assert commits("Which release removed decode_frame?")[0] == later
+    assert root in commits("Which release added decode_frame?")  # a root commit did add it
+    store.close()

@@ -94,6 +94,9 @@ _AS_OF = re.compile(r"\b(?:as of|at the time of|when)\s+(INC[-_ ]?\d+|ADR[-_ ]?\
 _LATEST = re.compile(r"\b(latest|most recent|newest|last)\s+(incident|outage|commit|change|decision|adr)s?\b", re.IGNORECASE)
 _LATEST_CHANGE = re.compile(r"\b(last|latest|most recent(ly)?|recently)\s+(changed|modified|touched|edited|"
                             r"updated|worked on|change|edit|commit)", re.IGNORECASE)
+_CHANGE = re.compile(r"\bchang|\bmodif|\btouch|\bedit|\bupdat|\bremov|\bdelet|\brenam|\bdrop|\bgo(ne)? away\b|"
+                     r"\bwent away\b", re.IGNORECASE)
+_CREATION = re.compile(r"\badd(ed|s)?\b|\bintroduc|\bfirst appear|\bcreat", re.IGNORECASE)
 _RELATIVE_STEP = re.compile(r"\bthe\s+(function|method|code|endpoint|handler|service|caller|routine)s?\s+"
                             r"(that|which)\s+(calls?|invokes?|depends?\s+on)\b", re.IGNORECASE)
 # A call relationship crossed twice: "calls X indirectly", "two calls away", "through one
@@ -156,6 +159,9 @@ class Question:
     # "who last changed X", "the most recent change to X": of the commits that changed a piece of
     # code, the newest one matters.
     latest_change: bool = False
+    # "which release removed X", "when was X last modified": a change to what already existed, so
+    # a root commit (which only creates) is no answer.
+    asks_change: bool = False
     # "which class has the evolve method", "what type defines Format": the answer is a type, so a
     # method found stands for the type that holds it.
     asks_type: bool = False
@@ -174,6 +180,7 @@ class Question:
                 "main_relationships": sorted(t.value for t in self.main_rel_types),
                 "directions": {t.value: d for t, d in self.directions.items()},
                 "kind_mentions": [k.value for k in self.kind_mentions], "latest_change": self.latest_change,
+                "asks_change": self.asks_change,
                 "asks_type": self.asks_type,
                 "step": [self.step[0].value, self.step[1]] if self.step else None,
                 "adrs": list(self.adr_numbers), "incidents": list(self.incident_numbers),
@@ -334,6 +341,7 @@ def parse_question(text: str, now: datetime | None = None, *, sessions: bool = F
             q.answer_kinds = _KIND_OF_RELATION.get(rel, q.answer_kinds)
             break
     q.latest_change = bool(_LATEST_CHANGE.search(text))
+    q.asks_change = bool(_CHANGE.search(text)) and not _CREATION.search(text)
     q.asks_type = bool(_ASKS_TYPE.search(text))
     if m := _RELATIVE_STEP.search(text):
         verb = m.group(3).lower()

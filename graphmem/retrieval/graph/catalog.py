@@ -46,6 +46,7 @@ class Catalog:
     by_name: dict[tuple[str, ...], set[str]] = field(default_factory=dict)
     by_kind: dict[NodeKind, list[str]] = field(default_factory=dict)
     incidents_by_number: dict[int, str] = field(default_factory=dict)
+    root_commits: set[str] = field(default_factory=set)  # commits without parents: they only create
     titles: list[tuple[str, set[str]]] = field(default_factory=list)  # title words, for fuzzy matching
     fuzzy_names: list[str] = field(default_factory=list)  # one-word names that misspellings may mean
 
@@ -59,6 +60,8 @@ class Catalog:
                 words = tuple(singular(w) for w in words_of(name))
                 if words:
                     cat.by_name.setdefault(words, set()).add(node.key)
+            if node.kind is NodeKind.COMMIT and node.props.get("parents") == []:
+                cat.root_commits.add(node.key)
             if node.kind is NodeKind.INCIDENT:
                 m = re.search(r"(\d+)$", node.key)
                 if m:

@@ -123,6 +123,9 @@ def walk(store: GraphStore, cat: Catalog, q: Question, linked: dict[str, Link], 
              and (cat.nodes.get(key, (None,))[0] is not NodeKind.ENTITY or NodeKind.ENTITY in answer)}
     for key in result.subjects & set(final):
         final[key] *= config.off_kind_factor
+    # A root commit created everything it touched: it changed and removed nothing.
+    for key in (cat.root_commits & set(final)) if q.asks_change else ():
+        final[key] *= config.off_kind_factor
     # Nodes of the asked kind come first: the others are scaled below the weakest of them, so
     # the scores still give the order (fusion may read them).
     if answer:
