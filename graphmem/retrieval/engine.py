@@ -189,7 +189,8 @@ class Retriever:
             t = time.perf_counter()
             if self.reranker is None:
                 answer.notes.append("no reranker is available: results are in fused order "
-                                    "(train one with `graphmem reranker train`)")
+                                    "(train one with `graphmem reranker train`, or the machine's with "
+                                    "`graphmem reranker build-general`)")
             elif not self.reranker.helps_for([kd.value for kd in question.answer_kinds]):
                 # hybrid-rerank reranks only where the held-out evaluation saw it help.
                 answer.notes.append("the reranker did not beat the fused order on held-out questions of this "
