@@ -19,7 +19,6 @@ import os
 import random
 import re
 import sysconfig
-import tempfile
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -28,7 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from graphmem.errors import ModelError
-from graphmem.retrieval.rerank import META_FILE, Progress, _atomic_write, _swap_in, packaged_base_model
+from graphmem.retrieval.rerank import (META_FILE, Progress, _atomic_write, _swap_in, load_base_cross_encoder,
+                                      optimiser_step, packaged_base_model, save_staging)
 
 GENERAL_NAME = "general-reranker-v1"
 # Packages whose repositories the retrieval evaluation asks about (eval/realcode): training on
@@ -239,7 +239,6 @@ def build_general_reranker(out_dir: str | Path | None = None, *, groups: Sequenc
     try:
         import numpy as np
         import torch
-        from transformers import AutoModelForSequenceClassification, AutoTokenizer
         from transformers.utils import logging as hf_logging
     except ImportError as exc:
         from graphmem.retrieval.embed import TRAIN_EXTRA
@@ -262,12 +261,7 @@ def build_general_reranker(out_dir: str | Path | None = None, *, groups: Sequenc
     if threads:
         torch.set_num_threads(threads)
     torch.manual_seed(seed)
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(base, local_files_only=True)
-        model = AutoModelForSequenceClassification.from_pretrained(base, num_labels=1, local_files_only=True,
-                                                                   attn_implementation="eager")
-    except Exception as exc:
-        raise ModelError(f"cannot load base model {base!r} for the general reranker: {exc}") from exc
+    tokenizer, model = load_base_cross_encoder(base, "the general reranker")
     encoder = model.base_model
     for module in [encoder.embeddings, *encoder.encoder.layer[:frozen_layers]]:
         for param in module.parameters():
@@ -290,21 +284,12 @@ def build_general_reranker(out_dir: str | Path | None = None, *, groups: Sequenc
                         return_tensors="pt")
         logits = model(**enc).logits[:, 0].view(len(batch), width)
         loss = torch.nn.functional.cross_entropy(logits, torch.zeros(len(batch), dtype=torch.long))
-        optimiser.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(trainable, 1.0)
-        optimiser.step()
-        schedule.step()
-        losses.append(float(loss.detach()))
+        losses.append(optimiser_step(loss, optimiser, schedule, trainable))
         note("train", step + 1, steps)
         if time.perf_counter() - t0 > time_budget:
             break
     train_seconds = time.perf_counter() - t0
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
-    model.eval()
-    model.save_pretrained(staging)
-    tokenizer.save_pretrained(staging)
+    staging = save_staging(model, tokenizer, out)
     packages = sorted({g.package for g in groups})
     meta: dict[str, Any] = {
         "format": 1, "kind": "general", "base_model": base,

@@ -491,7 +491,6 @@ def train_reranker(store: GraphStore, indexes: Indexes, out_dir: str | Path, *, 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # local weights only: never the hub
     try:
         import torch
-        from transformers import AutoModelForSequenceClassification, AutoTokenizer
         from transformers.utils import logging as hf_logging
     except ImportError as exc:
         from graphmem.retrieval.embed import TRAIN_EXTRA
@@ -514,12 +513,7 @@ def train_reranker(store: GraphStore, indexes: Indexes, out_dir: str | Path, *, 
         raise ModelError("nothing to train the reranker on: the graph yields no training questions")
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(base, local_files_only=True)
-        model = AutoModelForSequenceClassification.from_pretrained(base, num_labels=1, local_files_only=True,
-                                                                   attn_implementation="eager")
-    except Exception as exc:
-        raise ModelError(f"cannot load base model {base!r} for the reranker: {exc}") from exc
+    tokenizer, model = load_base_cross_encoder(base, "the reranker")
     # The word-embedding table is half of MiniLM's weights: freezing it halves the optimiser's work
     # and keeps rare identifiers from drifting on a few thousand pairs.
     for param in model.base_model.embeddings.parameters():
@@ -555,12 +549,7 @@ def train_reranker(store: GraphStore, indexes: Indexes, out_dir: str | Path, *, 
             pos, neg = logits[: len(batch)], logits[len(batch):]
             labels = torch.cat([torch.ones(len(batch)), torch.zeros(len(batch))])
             loss = bce(logits, labels) + torch.nn.functional.softplus(neg - pos).mean()
-            optimiser.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(trainable, 1.0)
-            optimiser.step()
-            schedule.step()
-            losses.append(float(loss.detach()))
+            losses.append(optimiser_step(loss, optimiser, schedule, trainable))
             seen += len(batch)
             report.steps += 1
             note("train", seen, total)
@@ -574,11 +563,7 @@ def train_reranker(store: GraphStore, indexes: Indexes, out_dir: str | Path, *, 
     train_seconds = time.perf_counter() - started
 
     # Save atomically: build next to the target, then swap it in.
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
-    model.eval()
-    model.save_pretrained(staging)
-    tokenizer.save_pretrained(staging)
+    staging = save_staging(model, tokenizer, out)
     report.data = mined.counts()
     meta: dict[str, Any] = {
         "format": 1, "base_model": base, "trained_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -610,6 +595,41 @@ def train_reranker(store: GraphStore, indexes: Indexes, out_dir: str | Path, *, 
                 total_seconds=round(report.seconds, 1))
     _atomic_write(out / META_FILE, json.dumps(meta, indent=2).encode())
     return report
+
+
+def load_base_cross_encoder(base: str, purpose: str) -> tuple[Any, Any]:
+    """Tokenizer and a one-logit sequence classifier from local weights (never the hub)."""
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(base, local_files_only=True)
+        model = AutoModelForSequenceClassification.from_pretrained(base, num_labels=1, local_files_only=True,
+                                                                   attn_implementation="eager")
+    except Exception as exc:
+        raise ModelError(f"cannot load base model {base!r} for {purpose}: {exc}") from exc
+    return tokenizer, model
+
+
+def optimiser_step(loss: Any, optimiser: Any, schedule: Any, params: list[Any]) -> float:
+    """One training step on ``loss`` (gradients clipped to norm 1); returns the loss's value."""
+    import torch
+
+    optimiser.zero_grad()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(params, 1.0)
+    optimiser.step()
+    schedule.step()
+    return float(loss.detach())
+
+
+def save_staging(model: Any, tokenizer: Any, out: Path) -> Path:
+    """Save a trained model in a new folder beside ``out`` (for :func:`_swap_in`); returns it."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+    model.eval()
+    model.save_pretrained(staging)
+    tokenizer.save_pretrained(staging)
+    return staging
 
 
 def _swap_in(staging: Path, out: Path) -> None:
