@@ -232,10 +232,10 @@ def parse_time(text: str, now: datetime) -> TimeFilter:
     return tf
 
 
-# Verbs whose English subject is the start of the relationship ("A calls B": A -CALLS-> B).
 # A passive verb: a be-verb before it ("where is X called from", "X being called"); with words
 # between the two, those words are the verb's object and the answer is its subject.
 _PASSIVE = re.compile(r"\b(?P<be>is|are|was|were|be|been|being|gets?|got)\b(?P<between>[^?.!,;]*)$", re.IGNORECASE)
+# Verbs whose English subject is the start of the relationship ("A calls B": A -CALLS-> B).
 _DIRECTED_VERBS: list[tuple[re.Pattern[str], RelType]] = [
     (re.compile(r"\bcall(?:s|ed|ing)?\b|\binvok\w*|\brel(?:y|ies|ied|ying) on\b|\bdelegat\w*|\breach(?:es|ed)?\b",
                 re.IGNORECASE), RelType.CALLS),
