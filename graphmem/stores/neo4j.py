@@ -333,9 +333,10 @@ class Neo4jStore(TraversalMixin):
         self._expanded: dict[str | tuple[str, Hub], list[Edge]] = {}
         self._generation: str | None = None
         self._cache_lock = threading.Lock()
-        # The last upsert's (generation left, number, nodes created), see _fresh_nodes; upserts
-        # under way and started
+        # What the last upsert left for the next one (see _fresh_nodes): the generation it set,
+        # its number and the nodes it created.
         self._fresh: tuple[str, int, frozenset[str]] | None = None
+        # Upserts under way, and how many have started.
         self._upserts = self._upsert_no = 0
 
     @classmethod
