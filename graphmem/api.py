@@ -21,6 +21,7 @@ swaps it in whole at the end, so queries running meanwhile use the old indexes o
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
@@ -42,6 +43,9 @@ if TYPE_CHECKING:
     from graphmem.stores.base import GraphStore
 
 
+RERANKER_RECHECK_SECONDS = 60.0  # how often a process without a reranker looks for a newly built one
+
+
 def index_dir(settings: Settings, project: str) -> Path:
     """Where a project's BM25 and vector indexes live: beside the embedded graph, or under
     ``<home>/neo4j/<project>`` for a Neo4j project."""
@@ -60,6 +64,8 @@ class Graphmem:
         self._store = store
         self._embedder = embedder
         self._reranker = reranker
+        self._reranker_auto = reranker == "auto"  # chosen by load_reranker: may appear later
+        self._reranker_checked = 0.0
         self._indexes: Indexes | None = None
         self._retriever: Retriever | None = None
         self._reader: GraphStore | None = None  # the schema-free connection of cypher()
@@ -112,15 +118,23 @@ class Graphmem:
 
     @property
     def reranker(self) -> Reranker | None:
-        if self._reranker == "auto":
+        # With none found, look again now and then: a long-lived server picks up the general model
+        # that scripts/build-reranker finishes after it started.
+        if self._reranker == "auto" or (self._reranker_auto and self._reranker is None
+                                        and time.monotonic() - self._reranker_checked > RERANKER_RECHECK_SECONDS):
             with self._parts_lock:
-                if self._reranker == "auto":
+                if self._reranker == "auto" or self._reranker is None:
                     self._reranker = _load_reranker(self.settings.home, self.project)
+                    self._reranker_checked = time.monotonic()
+                    if self._retriever is not None:
+                        self._retriever.reranker = self._reranker
         return self._reranker  # type: ignore[return-value]
 
     @property
     def retriever(self) -> Retriever:
         retriever = self._retriever
+        if retriever is not None and self._reranker_auto and self._reranker is None:
+            self.reranker  # noqa: B018 - looks for a model built since the last look
         if retriever is None:
             with self._parts_lock:
                 if self._retriever is None:
@@ -240,6 +254,7 @@ class Graphmem:
         report = train_reranker(self.store, self.indexes, default_reranker_dir(self.settings.home, self.project),
                                 time_budget=time_budget, max_pairs=max_pairs, progress=progress)
         self._reranker, self._retriever = "auto", None  # the next query loads the new model
+        self._reranker_auto = True
         return report
 
     def check_indexes(self) -> Consistency:
@@ -271,6 +286,9 @@ class Graphmem:
             "indexes": self.check_indexes().as_dict(),
         }
         report["freshness"] = freshness(report["root"], report["last_ingested_commit"])
+        from graphmem.retrieval.rerank import reranker_status
+
+        report["reranker"] = reranker_status(self.settings.home, self.project)
         return report
 
     def close(self) -> None:

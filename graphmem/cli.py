@@ -390,6 +390,13 @@ def status(ctx: Context, as_json: bool) -> None:
         state = "up to date" if fresh["up_to_date"] else (
             "behind HEAD" if fresh["head"] != report["last_ingested_commit"] else "behind the working tree")
         click.echo(f"  repository {report['root']}: HEAD {fresh['head'][:12]}, graph {state}")
+    rr = report["reranker"]
+    if rr["source"]:
+        click.echo(f"  reranker: {rr['source']} model ({rr['path']})")
+    else:
+        click.echo("  reranker: none yet, " + ("the general model is being built (scripts/build-reranker --status)"
+                                               if rr["building"] else "hybrid-rerank answers in fused order; "
+                                               "scripts/build-reranker builds the general model"))
 
 
 def _index_problems(ix: dict[str, Any]) -> str:

@@ -186,3 +186,32 @@ def test_load_reranker_falls_back_to_the_general_model(built: dict[str, Any], tm
     assert all(math.isfinite(x) for x in logits)
     for i, (lg, sc) in enumerate(zip(logits, scores)):
         assert sc == pytest.approx(lg - cfg.general_prior_weight * math.log2(1 + i), abs=1e-5)
+
+
+def test_status_reports_the_build_and_a_process_picks_up_the_model_once_built(
+        built: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import fcntl
+
+    from graphmem import api
+    from graphmem.api import Graphmem
+
+    monkeypatch.delenv("GRAPHMEM_RERANKER", raising=False)
+    empty = tmp_path / "models"
+    monkeypatch.setenv("GRAPHMEM_MODEL_CACHE", str(empty))
+    with Graphmem.open("acme", home=tmp_path / "home") as gm:
+        assert gm.status()["reranker"] == {"source": None, "building": False}
+        assert gm.reranker is None
+        # scripts/build-reranker holds this lock while it builds.
+        empty.mkdir()
+        with open(empty / f".{GENERAL_NAME}.lock", "wb") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            assert gm.status()["reranker"] == {"source": None, "building": True}
+        assert gm.status()["reranker"]["building"] is False
+        retriever = gm.retriever
+        assert retriever.reranker is None
+        # The build finishes while the process runs: the next look, once the interval has passed, finds it.
+        monkeypatch.setenv("GRAPHMEM_MODEL_CACHE", str(built["cache"]))
+        assert gm.reranker is None  # looked less than the interval ago
+        monkeypatch.setattr(api, "RERANKER_RECHECK_SECONDS", 0.0)
+        assert gm.retriever is retriever and isinstance(retriever.reranker, CrossEncoderReranker)
+        assert gm.status()["reranker"] == {"source": "general", "path": str(general_reranker_dir(built["cache"]))}

@@ -67,6 +67,24 @@ def general_reranker_dir(cache_dir: str | Path | None = None) -> Path:
     return model_cache_dir(cache_dir) / GENERAL_NAME
 
 
+def general_build_running(cache_dir: str | Path | None = None) -> bool:
+    """Whether ``scripts/build-reranker`` is building the general model now (it holds a lock file
+    beside the model while it runs)."""
+    import fcntl
+
+    lock = general_reranker_dir(cache_dir).with_name(f".{GENERAL_NAME}.lock")
+    try:
+        with open(lock, "rb") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return True
+            fcntl.flock(handle, fcntl.LOCK_UN)
+    except OSError:
+        return False  # no lock file: never built by the script
+    return False
+
+
 def installed_roots() -> list[Path]:
     """The standard library and the running interpreter's site-packages folders."""
     paths = sysconfig.get_paths()
@@ -308,4 +326,4 @@ def build_general_reranker(out_dir: str | Path | None = None, *, groups: Sequenc
 
 
 __all__ = ["EVAL_PACKAGES", "GENERAL_NAME", "Group", "as_question", "build_general_reranker", "first_sentences",
-           "general_reranker_dir", "harvest", "installed_roots", "strip_docstrings"]
+           "general_build_running", "general_reranker_dir", "harvest", "installed_roots", "strip_docstrings"]

@@ -392,6 +392,21 @@ def load_reranker(home: str | Path, project: str, model: str | Path | None = Non
     return CrossEncoderReranker(chosen, backend=backend, max_length=length, cache_dir=cache)
 
 
+def reranker_status(home: str | Path, project: str) -> dict[str, Any]:
+    """Which reranker ``hybrid-rerank`` would use for a project, as :func:`load_reranker` chooses it:
+    ``source`` is ``configured``, ``project``, ``general`` or ``None``; with none, ``building`` says
+    whether the general model is being built (``scripts/build-reranker``)."""
+    from graphmem.retrieval.general_reranker import general_build_running, general_reranker_dir
+
+    chosen = os.environ.get(ENV_MODEL)
+    if chosen:
+        return {"source": "configured", "path": chosen}
+    for source, directory in (("project", default_reranker_dir(home, project)), ("general", general_reranker_dir())):
+        if _is_model(directory):
+            return {"source": source, "path": str(directory)}
+    return {"source": None, "building": general_build_running()}
+
+
 def _is_model(directory: Path) -> bool:
     return (directory / META_FILE).is_file() and (directory / "config.json").is_file()
 
