@@ -558,23 +558,25 @@ def ingest(
     if withdrawn:  # a first ingest has nothing to close: no history to look up
         closings = closing_times(root, withdrawn, rev=head, uncommitted=_uncommitted(root, head)) \
             if previous else {now_iso(): withdrawn}
-    # Progress in elements written, stage by stage (a Neo4j write can take a while).
-    total = len(batch.nodes) + len(batch.rels) + len(batch.chunks)
+    # Progress in elements written, then in source paths withdrawn (a Neo4j write can take a while).
+    upserted = len(batch.nodes) + len(batch.rels) + len(batch.chunks)
+    total = upserted + sum(len(paths) for paths in closings.values())
     note("write", 0, total)
     with store.atomic():
         # Where the writes cannot go in together (Neo4j), readers see that they are under way, and a
         # killed ingest leaves the mark (and its sources still unrecorded, so the next one redoes them).
         store.set_meta({INCOMPLETE: now_iso()})
-        # Nodes first (services, teams and owners included): other facts point at them. Then what the
-        # changed and vanished sources no longer say is withdrawn, leaving what they say again as is.
-        report.written.add(store.upsert(batch.nodes, [], []))
-        note("write", len(batch.nodes), total)
-        report.written.add(store.upsert([], batch.rels, batch.chunks))
-        note("write", total, total)
+        # One upsert: the store writes the nodes first (services, teams and owners included: other
+        # facts point at them), and knows which of them it created, so what points at those is
+        # created without looking for it. Then what the changed and vanished sources no longer say
+        # is withdrawn, leaving what they say again as is.
+        report.written.add(store.upsert(batch.nodes, batch.rels, batch.chunks))
+        note("write", upserted, total)
         if closings:
             keep = Keep.of(batch.nodes, batch.rels, batch.chunks)
             for when, paths in closings.items():
                 report.written.add(store.close_sources(paths, at=when, keep=keep))
+        note("write", total, total)
         store.set_source_states({**{p: hashes[p] for p in changed}, **{p: None for p in deleted}})
         store.set_meta({"last_commit": head, "last_ingested_at": now_iso(), NAMES_STAMP: now_iso(), "root": str(root),
                         INCOMPLETE: None,

@@ -73,9 +73,8 @@ def test_neo4j_and_embedded_answer_traversals_identically(
 def test_relationships_written_after_their_nodes_are_never_doubled(
     kind: str, neo4j_store_factory: Callable[[str], Any], embedded_store_factory: Callable[[str], Any]
 ) -> None:
-    """An ingest writes its nodes, then their relationships: the Neo4j store then creates those
-    with a new end outright. Another writer in between (another store on the project) or an
-    earlier upsert of some of the relationships must not make them exist twice."""
+    """Relationships upserted after their nodes, with another writer in between (another store on
+    the project) or an earlier upsert of some of them, exist once each."""
     from graphmem.model import Relationship
 
     make = neo4j_store_factory if kind == "neo4j" else embedded_store_factory
@@ -93,11 +92,87 @@ def test_relationships_written_after_their_nodes_are_never_doubled(
 
     again = make("fresh-b")
     again.upsert(nodes, at="2025-01-01T00:00:00Z")
-    again.upsert([], rels[:40], at="2025-01-01T00:00:00Z")  # the nodes are no longer new after this
+    again.upsert([], rels[:40], at="2025-01-01T00:00:00Z")
     marked = [Relationship(r.src, r.type, r.dst, r.provenance, {"seen": 2}) for r in rels]
     again.upsert([], marked, at="2025-01-01T00:00:00Z")
     assert total(again) == expected
     assert {r.ident: r.props.get("seen") for r in again.iter_rels()} == {r.ident: 2 for r in rels}
+
+
+@pytest.mark.parametrize("kind", ["neo4j", "embedded"])
+def test_one_upsert_of_nodes_and_relationships_run_again_writes_each_once(
+    kind: str, neo4j_store_factory: Callable[[str], Any], embedded_store_factory: Callable[[str], Any]
+) -> None:
+    """An ingest upserts its nodes and their relationships together: the Neo4j store creates the
+    relationships of the nodes it has just created outright. Running it again (every node known),
+    or over a project that already holds some of the nodes and relationships, writes each once."""
+    from graphmem.model import Relationship
+
+    make = neo4j_store_factory if kind == "neo4j" else embedded_store_factory
+    nodes, rels, _, _ = random_graph(7)
+    expected = len({r.ident for r in rels})
+
+    def total(store: Any) -> int:
+        return sum(store.counts().rels.values())
+
+    store = make("together")
+    assert store.upsert(nodes, rels + rels[:10], at="2025-01-01T00:00:00Z").rels == expected
+    assert total(store) == expected
+    marked = [Relationship(r.src, r.type, r.dst, r.provenance, {"seen": 2}) for r in rels]
+    assert store.upsert(nodes, marked, at="2025-01-02T00:00:00Z").rels == expected
+    assert total(store) == expected
+    assert {r.ident: r.props.get("seen") for r in store.iter_rels()} == {r.ident: 2 for r in rels}
+
+    # Half the nodes (files first) and the relationships among them known: the rest new.
+    half = store_half = make("half")
+    known = {n.key for n in nodes[: len(nodes) // 2]}
+    half.upsert([n for n in nodes if n.key in known],
+                [r for r in rels if r.src in known and r.dst in known], at="2025-01-01T00:00:00Z")
+    assert half.upsert(nodes, marked, at="2025-01-02T00:00:00Z").rels == expected
+    assert total(store_half) == expected
+    assert {r.ident: r.props.get("seen") for r in half.iter_rels()} == {r.ident: 2 for r in rels}
+
+
+def test_a_writer_between_the_nodes_and_relationships_of_one_upsert_doubles_nothing(
+    neo4j_store_factory: Callable[[str], Any]
+) -> None:
+    """Another store writes relationships of the nodes an upsert has just created, after those
+    nodes and before the upsert's own relationships: the upsert sees the project changed and
+    merges its relationships instead of creating them, so none exists twice."""
+    from graphmem.model import Relationship
+    from graphmem.stores.neo4j import Job, Neo4jStore
+
+    nodes, rels, _, _ = random_graph(8)
+    expected = len({r.ident for r in rels})
+    other = neo4j_store_factory("between")
+    interleaved: list[int] = []
+
+    class Interrupted(Neo4jStore):
+        """Runs the other store's write when its first relationship job is about to run (the
+        nodes are committed by then: a phase starts once the one before it is done)."""
+
+        def _pipeline(self, jobs: Any) -> None:
+            def hooked() -> Any:
+                for job in jobs:
+                    if job.phase >= 2 and not interleaved:
+                        interleaved.append(job.phase)
+                        work = job.work
+
+                        def first(tx: Any, work: Any = work) -> Any:
+                            other.upsert([], rels[:40], at="2025-01-01T00:00:00Z")
+                            return work(tx)
+
+                        job = Job(job.phase, first, job.lanes)
+                    yield job
+            super()._pipeline(hooked())
+
+    store = Interrupted(other.driver, other.project, database=other.database)
+    marked = [Relationship(r.src, r.type, r.dst, r.provenance, {"seen": 2}) for r in rels]
+    summary = store.upsert(nodes, marked, at="2025-01-01T00:00:00Z")
+    assert interleaved
+    assert summary.rels == expected
+    assert sum(store.counts().rels.values()) == expected
+    assert {r.ident: r.props.get("seen") for r in store.iter_rels()} == {r.ident: 2 for r in rels}
 
 
 @pytest.mark.parametrize("kind", ["neo4j", "embedded"])

@@ -62,6 +62,7 @@ T = TypeVar("T")
 GENERATION = "graph_generation"
 EXPAND_CACHE_LIMIT = 50_000  # nodes whose expansion is kept (emptied when full)
 _BUMP = "UNWIND $names AS name MERGE (m:GraphmemMeta {project: $project, name: name}) SET m.value = $value"
+_GENERATION_NOW = "OPTIONAL MATCH (m:GraphmemMeta {project: $project, name: $name}) RETURN m.value"
 # Bookmarks of each Neo4j (by URI) shared by the stores of this process: with a cluster, a read
 # that follows a write, even on another connection (an MCP server's ingest and its readers), waits
 # for a member that has the write.
@@ -254,8 +255,8 @@ _SET_LEFT = """SET {v}.sources = CASE WHEN size(row.left) > 1 THEN row.left END,
 class Job:
     """One write transaction of an upsert.
 
-    Phases run in order (nodes, the rounds of relationships, chunks); a phase starts when the one
-    before it is done. Jobs whose ``lanes`` overlap never run at the same time.
+    Phases run in order (nodes, the generation mark, the rounds of relationships, chunks); a phase
+    starts when the one before it is done. Jobs whose ``lanes`` overlap never run at the same time.
     """
 
     phase: int
@@ -333,11 +334,6 @@ class Neo4jStore(TraversalMixin):
         self._expanded: dict[str | tuple[str, Hub], list[Edge]] = {}
         self._generation: str | None = None
         self._cache_lock = threading.Lock()
-        # What the last upsert left for the next one (see _fresh_nodes): the generation it set,
-        # its number and the nodes it created.
-        self._fresh: tuple[str, int, frozenset[str]] | None = None
-        # Upserts under way, and how many have started.
-        self._upserts = self._upsert_no = 0
 
     @classmethod
     def connect(cls, project: str, *, uri: str | None = None, username: str | None = None,
@@ -459,38 +455,13 @@ class Neo4jStore(TraversalMixin):
                 at: str) -> WriteSummary:
         batch = prepare_batch(nodes, rels, chunks)
         summary = WriteSummary(nodes=len(batch.nodes), chunks=len(batch.chunks))
-        with self._cache_lock:
-            fresh, self._fresh = self._fresh, None
-            alone = not self._upserts  # no other upsert of this store under way
-            self._upserts += 1
-            started = self._upsert_no = self._upsert_no + 1
-        left: tuple[str, int, frozenset[str]] | None = None
         try:
-            created = self._fresh_nodes(fresh, started) if batch.rels and alone else set()
-            try:
-                self._pipeline(self._write_jobs(batch, at, summary, created))
-            finally:  # after the writes (even some of them): a reader keeping older expansions drops them
-                generation = self._run(True, lambda tx: self._bump(tx, chunks=bool(batch.chunks)))
-            if alone and not batch.rels and created:
-                left = (generation, started, frozenset(created))
-        finally:
-            with self._cache_lock:
-                self._upserts -= 1
-                # An ingest writes its nodes, then their relationships: those with an end created
-                # here are created outright (as in one upsert) if no write comes in between.
-                if left is not None and self._upsert_no == started:
-                    self._fresh = left
+            # The nodes this upsert creates (filled as their transactions commit): a relationship
+            # with such an end cannot exist yet. Nothing is kept from one upsert to the next.
+            self._pipeline(self._write_jobs(batch, at, summary, set()))
+        finally:  # after the writes (even some of them): a reader keeping older expansions drops them
+            self._run(True, lambda tx: self._bump(tx, chunks=bool(batch.chunks)))
         return summary
-
-    def _fresh_nodes(self, fresh: tuple[str, int, frozenset[str]] | None, started: int) -> set[str]:
-        """The nodes the upsert before this one created (it wrote no relationships and ran alone),
-        if no write of this store or any other process has come since (the project's generation is
-        still the one it left): no relationship can have one of them as an end yet."""
-        if fresh is None or fresh[1] != started - 1:
-            return set()
-        rows = self._read("MATCH (m:GraphmemMeta {project: $project, name: $name}) RETURN m.value AS v",
-                          name=GENERATION)
-        return set(fresh[2]) if rows and rows[0]["v"] == fresh[0] else set()
 
     def _bump(self, tx: Any, *, chunks: bool = False) -> str:
         """A new generation (returned): every process drops the expansions it keeps; with ``chunks``
@@ -504,7 +475,7 @@ class Neo4jStore(TraversalMixin):
 
     def _write_jobs(self, batch: Batch, at: str, summary: WriteSummary, created: set[str]) -> Iterator[Job]:
         """The transactions of an upsert, nodes first, each built only when the writer needs it.
-        ``created``: node keys known to have no relationship yet; the node jobs add those they create."""
+        ``created``: the node jobs add the nodes they create (with no relationship yet)."""
         stamp, project = ProvenanceStamper(at), self._project
 
         def row(element: Node | Relationship) -> dict[str, Any]:
@@ -535,16 +506,31 @@ class Neo4jStore(TraversalMixin):
                 return lambda: created.update(r["key"] for r in fresh)
             return work
 
+        # The generation set once every node is in: a relationship job that finds another (some
+        # other store or process wrote since) merges every relationship, as it cannot know what was
+        # added to the new nodes meanwhile.
+        mark: list[str] = []
+
+        def mark_work(tx: Any) -> Callable[[], None] | None:
+            if not created:  # no new node: every relationship is merged anyway
+                return None
+            generation = self._bump(tx)
+            return lambda: mark.append(generation)
+
         def rel_jobs(by_type: dict[str, list[dict[str, Any]]]) -> Callable[[Any], Callable[[], None]]:
             def work(tx: Any) -> Callable[[], None]:
                 written = total = 0
+                fresh = created
+                if fresh and (not mark or tx.run(_GENERATION_NOW, project=project,
+                                                 name=GENERATION).single()[0] != mark[0]):
+                    fresh = set()
                 for typ, rows in by_type.items():
                     total += len(rows)
                     # A relationship with an end that did not exist before this upsert cannot exist.
                     new: list[dict[str, Any]] = []
                     old: list[dict[str, Any]] = []
                     for r in rows:
-                        (new if r["src"] in created or r["dst"] in created else old).append(r)
+                        (new if r["src"] in fresh or r["dst"] in fresh else old).append(r)
                     written += create(tx, _CREATE_RELS, {"type": typ}, "r", new)
                     if old:
                         written += tx.run(_UPSERT_RELS % {"type": typ}, project=project,
@@ -563,6 +549,8 @@ class Neo4jStore(TraversalMixin):
             for part in self._batches(members):
                 yield Job(0, node_job(kind.label, [{"key": n.key, "kind": kind.value, "name": n.name, **row(n)}
                                                    for n in part]))
+        if batch.nodes and batch.rels:
+            yield Job(1, mark_work)
         # Two transactions that write relationships deadlock when they share an end node. Nodes
         # fall in four lanes by their source file (keeping a file's relationships together), and
         # relationships in groups by the lanes of their ends. Each round pairs two groups with no
@@ -581,7 +569,7 @@ class Neo4jStore(TraversalMixin):
                         by_type: dict[str, list[dict[str, Any]]] = {}
                         for r in part:
                             by_type.setdefault(r.type.value, []).append({"src": r.src, "dst": r.dst, **row(r)})
-                        yield Job(1 + round_no, rel_jobs(by_type), frozenset(g))
+                        yield Job(2 + round_no, rel_jobs(by_type), frozenset(g))
         fields = self._chunk_fields
         vector = {"vector": _CHUNK_VECTOR % {"label": vector_label(project)} if fields else ""}
 
@@ -607,7 +595,7 @@ class Neo4jStore(TraversalMixin):
                     row["props"].update(index_tokens=extra["tokens"], index_digest=extra["digest"],
                                         index_project=project)
                     row["vector"] = extra["vector"]
-            yield Job(1 + len(_LANE_ROUNDS), chunk_job(rows))
+            yield Job(2 + len(_LANE_ROUNDS), chunk_job(rows))
 
     def _pipeline(self, jobs: Iterator[Job]) -> None:
         """Run write jobs on writer threads while this thread builds the next ones.
