@@ -140,6 +140,14 @@ SET n += row.props, n.project = $project, n.key = row.key, n.kind = row.kind, n.
     n.valid_from = row.valid_from%(extra)s
 RETURN count(n) AS written
 """
+# The common new node (open, one source), with its internal id for what this upsert links to it.
+_CREATE_OPEN_NODES = """
+UNWIND $rows AS row
+CREATE (n:Node:`%(label)s` {project: $project, key: row.key, kind: row.kind, name: row.name,
+                            valid_from: row.valid_from})
+SET n += row.props
+RETURN collect([row.key, id(n)]) AS ids
+"""
 
 _CREATE_RELS = """
 UNWIND $rows AS row
@@ -147,6 +155,18 @@ MATCH (a:Node {project: $project, key: row.src}) WHERE a.valid_to IS NULL
 MATCH (b:Node {project: $project, key: row.dst}) WHERE b.valid_to IS NULL
 CREATE (a)-[r:`%(type)s`]->(b)
 SET r += row.props, r.valid_from = row.valid_from%(extra)s
+RETURN count(r) AS written
+"""
+
+# The common new relationship: both ends created by this upsert (found by internal id, checked
+# against project and key, without an index lookup), one source, open, provenance alone. Its row is
+# a list (decoded faster than a map) and its properties are set as it is created.
+_NEW_REL_FIELDS = ("valid_from", *PROVENANCE_FIELDS)
+_CREATE_NEW_RELS = """
+UNWIND $rows AS row
+MATCH (a) WHERE id(a) = row[0] AND a.project = $project AND a.key = row[1]
+MATCH (b) WHERE id(b) = row[2] AND b.project = $project AND b.key = row[3]
+CREATE (a)-[r:`%(type)s` {""" + ", ".join(f"{f}: row[{i + 4}]" for i, f in enumerate(_NEW_REL_FIELDS)) + """}]->(b)
 RETURN count(r) AS written
 """
 
@@ -179,6 +199,13 @@ SET c += row.props, c.project = $project, c.id = row.id%(vector)s
 WITH c, row
 MATCH (n:Node {project: $project, key: row.node_key})
 CREATE (n)-[:HAS_CHUNK]->(c)
+"""
+# ... of a node this upsert created (found by internal id, checked against project and key).
+_CREATE_NEW_NODE_CHUNKS = """
+UNWIND $rows AS row
+MATCH (n) WHERE id(n) = row.node AND n.project = $project AND n.key = row.node_key
+CREATE (n)-[:HAS_CHUNK]->(c:Chunk {project: $project, id: row.id})
+SET c += row.props%(vector)s
 """
 # With server-side indexes: the project's vector label and the chunk's vector, stored as float32
 # (half the size of a Cypher list).
@@ -458,7 +485,7 @@ class Neo4jStore(TraversalMixin):
         try:
             # The nodes this upsert creates (filled as their transactions commit): a relationship
             # with such an end cannot exist yet. Nothing is kept from one upsert to the next.
-            self._pipeline(self._write_jobs(batch, at, summary, set()))
+            self._pipeline(self._write_jobs(batch, at, summary, {}))
         finally:  # after the writes (even some of them): a reader keeping older expansions drops them
             self._run(True, lambda tx: self._bump(tx, chunks=bool(batch.chunks)))
         return summary
@@ -473,9 +500,11 @@ class Neo4jStore(TraversalMixin):
             self._expanded, self._generation = {}, None
         return generation
 
-    def _write_jobs(self, batch: Batch, at: str, summary: WriteSummary, created: set[str]) -> Iterator[Job]:
+    def _write_jobs(self, batch: Batch, at: str, summary: WriteSummary,
+                    created: dict[str, int | None]) -> Iterator[Job]:
         """The transactions of an upsert, nodes first, each built only when the writer needs it.
-        ``created``: the node jobs add the nodes they create (with no relationship yet)."""
+        ``created``: the node jobs add the nodes they create (with no relationship yet), with their
+        internal id when they are open."""
         stamp, project = ProvenanceStamper(at), self._project
 
         def row(element: Node | Relationship) -> dict[str, Any]:
@@ -483,6 +512,13 @@ class Neo4jStore(TraversalMixin):
             # ``None`` values stay: ``+=`` removes those properties (and sets nothing on create).
             return {"props": props, "sources": list(element_sources(element)),
                     "valid_from": element.valid_from or at, "valid_to": element.valid_to}
+
+        def rel_row(r: Relationship) -> dict[str, Any]:
+            out = {"src": r.src, "dst": r.dst, **row(r)}
+            if not r.props and _plain(out):  # fits _CREATE_NEW_RELS if both its ends are new
+                prov = out["props"]
+                out["values"] = [out["valid_from"], *(prov.get(f) for f in PROVENANCE_FIELDS)]
+            return out
 
         def create(tx: Any, statement: str, names: dict[str, str], var: str, rows: list[dict[str, Any]]) -> int:
             """Create new elements: the lean statement for the common row, the full one for the rest."""
@@ -499,11 +535,22 @@ class Neo4jStore(TraversalMixin):
             def work(tx: Any) -> Callable[[], None]:
                 existing = set(tx.run(_EXISTING_KEYS, project=project, keys=[r["key"] for r in rows]).single()["keys"])
                 fresh = [r for r in rows if r["key"] not in existing]
-                create(tx, _CREATE_NODES, {"label": label}, "n", fresh)
+                plain = [r for r in fresh if _plain(r)]
+                ids: list[list[Any]] = []
+                if plain:
+                    ids = tx.run(_CREATE_OPEN_NODES % {"label": label}, project=project, rows=plain).single()["ids"]
+                rest = [r for r in fresh if not _plain(r)]
+                if rest:
+                    tx.run(_CREATE_NODES % {"label": label, "extra": _CREATE_EXTRA.format(v="n")}, project=project,
+                           rows=rest).consume()
                 if existing:
                     tx.run(_UPSERT_NODES % {"label": label}, project=project,
                            rows=[r for r in rows if r["key"] in existing]).consume()
-                return lambda: created.update(r["key"] for r in fresh)
+
+                def record() -> None:
+                    created.update((r["key"], None) for r in rest)
+                    created.update(ids)
+                return record
             return work
 
         # The generation set once every node is in: a relationship job that finds another (some
@@ -523,14 +570,26 @@ class Neo4jStore(TraversalMixin):
                 fresh = created
                 if fresh and (not mark or tx.run(_GENERATION_NOW, project=project,
                                                  name=GENERATION).single()[0] != mark[0]):
-                    fresh = set()
+                    fresh = {}
                 for typ, rows in by_type.items():
                     total += len(rows)
                     # A relationship with an end that did not exist before this upsert cannot exist.
+                    linked: list[list[Any]] = []
                     new: list[dict[str, Any]] = []
                     old: list[dict[str, Any]] = []
                     for r in rows:
-                        (new if r["src"] in fresh or r["dst"] in fresh else old).append(r)
+                        src, dst = r["src"], r["dst"]
+                        if src in fresh or dst in fresh:
+                            a, b = fresh.get(src), fresh.get(dst)
+                            if a is not None and b is not None and "values" in r:
+                                linked.append([a, src, b, dst, *r["values"]])
+                            else:
+                                new.append(r)
+                        else:
+                            old.append(r)
+                    if linked:
+                        written += tx.run(_CREATE_NEW_RELS % {"type": typ}, project=project,
+                                          rows=linked).single()["written"]
                     written += create(tx, _CREATE_RELS, {"type": typ}, "r", new)
                     if old:
                         written += tx.run(_UPSERT_RELS % {"type": typ}, project=project,
@@ -568,7 +627,7 @@ class Neo4jStore(TraversalMixin):
                         part = group_parts[i]
                         by_type: dict[str, list[dict[str, Any]]] = {}
                         for r in part:
-                            by_type.setdefault(r.type.value, []).append({"src": r.src, "dst": r.dst, **row(r)})
+                            by_type.setdefault(r.type.value, []).append(rel_row(r))
                         yield Job(2 + round_no, rel_jobs(by_type), frozenset(g))
         fields = self._chunk_fields
         vector = {"vector": _CHUNK_VECTOR % {"label": vector_label(project)} if fields else ""}
@@ -577,6 +636,14 @@ class Neo4jStore(TraversalMixin):
             def work(tx: Any) -> None:
                 existing = set(tx.run(_EXISTING_CHUNKS, project=project, ids=[r["id"] for r in rows]).single()["ids"])
                 fresh = [r for r in rows if r["id"] not in existing]
+                linked = []
+                for r in fresh:
+                    node = created.get(r["node_key"])
+                    if node is not None:
+                        linked.append({**r, "node": node})
+                if linked:
+                    tx.run(_CREATE_NEW_NODE_CHUNKS % vector, project=project, rows=linked).consume()
+                fresh = [r for r in fresh if created.get(r["node_key"]) is None]
                 if fresh:
                     tx.run(_CREATE_CHUNKS % vector, project=project, rows=fresh).consume()
                 if existing:
