@@ -133,6 +133,43 @@ def test_one_upsert_of_nodes_and_relationships_run_again_writes_each_once(
     assert {r.ident: r.props.get("seen") for r in half.iter_rels()} == {r.ident: 2 for r in rels}
 
 
+def test_one_upsert_of_new_elements_of_every_shape_reads_back_as_in_the_embedded_store(
+    neo4j_store_factory: Callable[[str], Any], embedded_store_factory: Callable[[str], Any]
+) -> None:
+    """New nodes are created (open ones found again by internal id), new relationships between
+    them linked through those ids, the rest by key: a node born closed takes no relationship, one
+    with two sources and relationships with properties of their own keep what they say, chunks
+    land on their nodes, new or already known."""
+    from dataclasses import replace
+
+    from graphmem.model import Chunk, Provenance, Relationship, RelType
+
+    nodes, rels, _, syms = random_graph(9)
+    known = nodes[:5]  # files already in the project, with a relationship of their own
+    closed = replace(nodes[20], valid_to="2025-01-05T00:00:00Z")
+    shared = replace(nodes[21], sources=(nodes[21].provenance.source_path, "elsewhere.py"))
+    batch = [*nodes[:20], closed, shared, *nodes[22:]]
+    extra = [Relationship(r.src, r.type, r.dst, r.provenance, {"weight": 3}) for r in rels[:15]]
+    chunks = [Chunk(n.key, 0, f"text of {n.key}", "code", Provenance(n.provenance.source_path, "code"))
+              for n in nodes[::3]]
+    link = Relationship(known[0].key, RelType.RELATED_TO, known[1].key, Provenance("m0.py", "code"))
+    states = []
+    for store in (neo4j_store_factory("shapes"), embedded_store_factory("shapes")):
+        store.upsert(known, [link], at="2025-01-01T00:00:00Z")
+        summary = store.upsert(batch, extra + rels[15:] + [link], chunks, at="2025-01-02T00:00:00Z")
+        states.append((
+            (summary.rels, summary.missing_endpoints, summary.chunks),
+            store.counts().as_dict(),
+            sorted((r.ident, tuple(sorted(r.props.items())), r.valid_from, r.valid_to, r.sources)
+                   for r in store.iter_rels(include_closed=True)),
+            sorted((n.key, n.valid_from, n.valid_to, n.sources, tuple(sorted(n.props.items())))
+                   for n in store.iter_nodes(include_closed=True)),
+            sorted((c.node_key, c.text) for c in store.get_chunks([n.key for n in nodes])),
+        ))
+    assert states[0] == states[1]
+    assert states[0][0][1] > 0  # the closed node's relationships were skipped
+
+
 def test_a_writer_between_the_nodes_and_relationships_of_one_upsert_doubles_nothing(
     neo4j_store_factory: Callable[[str], Any]
 ) -> None:
