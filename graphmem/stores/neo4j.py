@@ -61,8 +61,13 @@ T = TypeVar("T")
 # reads thousands per question) until it changes, as the embedded store does.
 GENERATION = "graph_generation"
 EXPAND_CACHE_LIMIT = 50_000  # nodes whose expansion is kept (emptied when full)
-_BUMP = "UNWIND $names AS name MERGE (m:GraphmemMeta {project: $project, name: name}) SET m.value = $value"
-_GENERATION_NOW = "OPTIONAL MATCH (m:GraphmemMeta {project: $project, name: $name}) RETURN m.value"
+# Statements whose plan no statistics can change (their lookups go through uniqueness constraints,
+# internal ids or the indexes they name) keep their cached plan: by default Neo4j plans a statement
+# again once the counts it was planned with have moved enough, which a large write does to every
+# statement it runs, at tens of milliseconds each (more for a withdrawal's).
+_KEEP_PLAN = "CYPHER replan=skip"
+_BUMP = _KEEP_PLAN + " UNWIND $names AS name MERGE (m:GraphmemMeta {project: $project, name: name}) SET m.value = $value"
+_GENERATION_NOW = _KEEP_PLAN + " OPTIONAL MATCH (m:GraphmemMeta {project: $project, name: $name}) RETURN m.value"
 # Bookmarks of each Neo4j (by URI) shared by the stores of this process: with a cluster, a read
 # that follows a write, even on another connection (an MCP server's ingest and its readers), waits
 # for a member that has the write.
@@ -116,12 +121,12 @@ SET {v} += row.props,{extra}
     {v}.multi = CASE WHEN size(merged) > 1 THEN true END
 """
 
-_UPSERT_NODES = """
+_UPSERT_NODES = _KEEP_PLAN + """
 UNWIND $rows AS row
 MERGE (n:Node {project: $project, key: row.key})""" + _MERGE_TAIL.format(
     v="n", old=_OLD_SOURCES.format(v="n"), extra=" n:`%(label)s`, n.kind = row.kind, n.name = row.name,")
 
-_UPSERT_RELS = """
+_UPSERT_RELS = _KEEP_PLAN + """
 UNWIND $rows AS row
 MATCH (a:Node {project: $project, key: row.src}) WHERE a.valid_to IS NULL
 MATCH (b:Node {project: $project, key: row.dst}) WHERE b.valid_to IS NULL
@@ -131,9 +136,9 @@ RETURN count(r) AS written
 
 # Fast paths for elements known not to exist yet (about half the cost of the merging form): nodes
 # the same transaction found missing, relationships with an end created by this upsert.
-_EXISTING_KEYS = "UNWIND $keys AS k MATCH (n:Node {project: $project, key: k}) RETURN collect(k) AS keys"
+_EXISTING_KEYS = _KEEP_PLAN + " UNWIND $keys AS k MATCH (n:Node {project: $project, key: k}) RETURN collect(k) AS keys"
 
-_CREATE_NODES = """
+_CREATE_NODES = _KEEP_PLAN + """
 UNWIND $rows AS row
 CREATE (n:Node:`%(label)s`)
 SET n += row.props, n.project = $project, n.key = row.key, n.kind = row.kind, n.name = row.name,
@@ -141,7 +146,7 @@ SET n += row.props, n.project = $project, n.key = row.key, n.kind = row.kind, n.
 RETURN count(n) AS written
 """
 # The common new node (open, one source), with its internal id for what this upsert links to it.
-_CREATE_OPEN_NODES = """
+_CREATE_OPEN_NODES = _KEEP_PLAN + """
 UNWIND $rows AS row
 CREATE (n:Node:`%(label)s` {project: $project, key: row.key, kind: row.kind, name: row.name,
                             valid_from: row.valid_from})
@@ -149,7 +154,7 @@ SET n += row.props
 RETURN collect([row.key, id(n)]) AS ids
 """
 
-_CREATE_RELS = """
+_CREATE_RELS = _KEEP_PLAN + """
 UNWIND $rows AS row
 MATCH (a:Node {project: $project, key: row.src}) WHERE a.valid_to IS NULL
 MATCH (b:Node {project: $project, key: row.dst}) WHERE b.valid_to IS NULL
@@ -162,7 +167,7 @@ RETURN count(r) AS written
 # against project and key, without an index lookup), one source, open, provenance alone. Its row is
 # a list (decoded faster than a map) and its properties are set as it is created.
 _NEW_REL_FIELDS = ("valid_from", *PROVENANCE_FIELDS)
-_CREATE_NEW_RELS = """
+_CREATE_NEW_RELS = _KEEP_PLAN + """
 UNWIND $rows AS row
 MATCH (a) WHERE id(a) = row[0] AND a.project = $project AND a.key = row[1]
 MATCH (b) WHERE id(b) = row[2] AND b.project = $project AND b.key = row[3]
@@ -181,7 +186,7 @@ def _plain(row: dict[str, Any]) -> bool:
     return row["valid_to"] is None and len(row["sources"]) == 1
 
 
-_UPSERT_CHUNKS = """
+_UPSERT_CHUNKS = _KEEP_PLAN + """
 UNWIND $rows AS row
 MERGE (c:Chunk {project: $project, id: row.id})
 SET c += row.props%(vector)s
@@ -191,8 +196,8 @@ MERGE (n)-[:HAS_CHUNK]->(c)
 """
 # Chunks the same transaction found missing: created, and linked without looking for a link (a new
 # chunk has none).
-_EXISTING_CHUNKS = "UNWIND $ids AS i MATCH (c:Chunk {project: $project, id: i}) RETURN collect(i) AS ids"
-_CREATE_CHUNKS = """
+_EXISTING_CHUNKS = _KEEP_PLAN + " UNWIND $ids AS i MATCH (c:Chunk {project: $project, id: i}) RETURN collect(i) AS ids"
+_CREATE_CHUNKS = _KEEP_PLAN + """
 UNWIND $rows AS row
 CREATE (c:Chunk)
 SET c += row.props, c.project = $project, c.id = row.id%(vector)s
@@ -201,7 +206,7 @@ MATCH (n:Node {project: $project, key: row.node_key})
 CREATE (n)-[:HAS_CHUNK]->(c)
 """
 # ... of a node this upsert created (found by internal id, checked against project and key).
-_CREATE_NEW_NODE_CHUNKS = """
+_CREATE_NEW_NODE_CHUNKS = _KEEP_PLAN + """
 UNWIND $rows AS row
 MATCH (n) WHERE id(n) = row.node AND n.project = $project AND n.key = row.node_key
 CREATE (n)-[:HAS_CHUNK]->(c:Chunk {project: $project, id: row.id})
@@ -249,23 +254,26 @@ ChunkFields = Callable[[list[Chunk]], list[dict[str, Any]]]
 
 # Withdrawing sources: the elements whose source_path is withdrawn, and the multi-source ones that
 # list it. Each row says what sources are left.
-_WITHDRAW_NODES = """
+_WITHDRAW_NODES = _KEEP_PLAN + """
 CALL () {
-  MATCH (n:Node {project: $project}) WHERE n.source_path IN $paths RETURN n
+  MATCH (n:Node {project: $project}) USING INDEX n:Node(project, source_path)
+  WHERE n.source_path IN $paths RETURN n
   UNION
-  MATCH (n:Node {project: $project, multi: true}) WHERE any(s IN n.sources WHERE s IN $paths) RETURN n
+  MATCH (n:Node {project: $project, multi: true}) USING INDEX n:Node(project, multi)
+  WHERE any(s IN n.sources WHERE s IN $paths) RETURN n
 }
 WITH n, %(old)s AS old
 WHERE any(s IN old WHERE s IN $paths) AND NOT n.key IN $keep
 RETURN n.key AS key, [s IN old WHERE NOT s IN $paths] AS left
 """ % {"old": _OLD_SOURCES.format(v="n")}
 
-_WITHDRAW_RELS = """
+_WITHDRAW_RELS = _KEEP_PLAN + """
 CALL () {
-  MATCH (a:Node)-[r:`%(type)s`]->() WHERE r.source_path IN $paths AND a.project = $project RETURN r
+  MATCH (a:Node)-[r:`%(type)s`]->() USING INDEX r:`%(type)s`(source_path)
+  WHERE r.source_path IN $paths AND a.project = $project RETURN r
   UNION
-  MATCH (a:Node)-[r:`%(type)s`]->() WHERE r.multi = true AND a.project = $project
-    AND any(s IN r.sources WHERE s IN $paths) RETURN r
+  MATCH (a:Node)-[r:`%(type)s`]->() USING INDEX r:`%(type)s`(multi)
+  WHERE r.multi = true AND a.project = $project AND any(s IN r.sources WHERE s IN $paths) RETURN r
 }
 WITH r, %(old)s AS old
 WHERE any(s IN old WHERE s IN $paths) AND NOT [startNode(r).key, endNode(r).key] IN $keep
