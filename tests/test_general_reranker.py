@@ -113,7 +113,7 @@ def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def groups(tree: Path) -> list[Any]:
-    return harvest([tree], seed=0)
+    return harvest([tree], seed=0, keep_docs=0.0)
 
 
 def test_strip_docstrings_keeps_code_valid_and_maps_qualnames() -> None:
@@ -141,7 +141,28 @@ def test_harvest_reads_docstrings_into_questions_over_code_without_them(groups: 
 
 
 def test_harvest_is_deterministic(tree: Path, groups: list[Any]) -> None:
-    assert harvest([tree], seed=0) == groups
+    assert harvest([tree], seed=0, keep_docs=0.0) == groups
+    assert harvest([tree], seed=3) == harvest([tree], seed=3)
+
+
+def test_harvest_keeps_docstrings_in_the_share_of_files_asked() -> None:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        for i in range(40):  # one package, forty one-symbol files: the share is a share of files
+            (root / "ledgerlib").mkdir(exist_ok=True)
+            (root / "ledgerlib" / f"m{i}.py").write_text(textwrap.dedent(f'''
+                def post_entry_{i}(ledger, entry):
+                    """Book entry number {i} in the ledger and return its position in the list."""
+                    ledger.append(entry)
+                    return len(ledger) - 1
+                '''))
+        kept = [g for g in harvest([root], seed=0, keep_docs=1.0)]
+        assert kept and all('"""Book entry number' in g.positive for g in kept)
+        mixed = harvest([root], seed=0, keep_docs=0.5)
+        with_docs = sum('"""' in g.positive for g in mixed)
+        assert 0 < with_docs < len(mixed)  # some files as written, some stripped
 
 
 @pytest.fixture(scope="module")

@@ -3,8 +3,9 @@
 No pretrained cross-encoder can be downloaded, so one is trained from text that ships with the
 interpreter: each documented function, method or class of the standard library and site-packages
 gives a question (its docstring's first sentences) and a passage (the symbol rendered as ingest
-renders it, ``extractors.code.chunks``) with every docstring removed, so the model learns to match
-a description to code rather than to its own copy. Hard negatives are the same package's symbols
+renders it, ``extractors.code.chunks``). In half of the files every docstring is removed, so the
+model learns to match a description to code rather than to its own copy; in the other half the
+symbols keep them, as most real code does. Hard negatives are the same package's symbols
 that BM25 ranks highest for the question, plus one random symbol of it. The loss is a softmax over
 the positive and its negatives. The model lives in ``~/.cache/graphmem/models/general-reranker-v1``
 and ``hybrid-rerank`` uses it for a project that has no reranker of its own
@@ -42,6 +43,7 @@ MAX_FILE_BYTES = 300_000
 TRAIN_MAX_LENGTH = 80  # tokens of (question, passage) while training: the header and first lines say most
 FROZEN_LAYERS = 3  # lower encoder layers kept as packaged: halves the backward pass on two cores
 NEGATIVES = 3  # two BM25-hard siblings and one random symbol per question
+KEEP_DOCS = 0.5  # share of files whose symbols keep their docstrings in the passages
 _SENTENCE_END = re.compile(r"(?<=[a-z0-9)`'\"])\.\s")
 _ROLE = re.compile(r":(?:func|meth|class|attr|mod|obj|data|exc|py:\w+):`~?([^`]+)`")
 _NOT_VERBS = frozenset({
@@ -165,9 +167,13 @@ def strip_docstrings(source: str) -> tuple[str, dict[str, tuple[str, str]]]:
     return "\n".join(lines), docs
 
 
-def _package_passages(files: Sequence[tuple[Path, Path]], rng: random.Random,
-                      files_per_package: int) -> tuple[list[str], list[str], list[tuple[str, int]]]:
-    """All symbol passages of a package (docstrings removed), their names, and (question, passage index)."""
+def _package_passages(files: Sequence[tuple[Path, Path]], rng: random.Random, files_per_package: int,
+                      keep_docs: float = 0.0) -> tuple[list[str], list[str], list[tuple[str, int]]]:
+    """All symbol passages of a package, their names, and (question, passage index).
+
+    A file's symbols are rendered with their docstrings removed, except in a ``keep_docs`` share of
+    files, read as written: real code mostly documents itself, and a question then has to be told
+    from the documentation of the same file's other symbols, not from its own copy alone."""
     from extractors.code.chunks import symbol_chunks
     from extractors.code.parse import parse_file
     from extractors.secrets import redact
@@ -182,9 +188,12 @@ def _package_passages(files: Sequence[tuple[Path, Path]], rng: random.Random,
         try:
             if path.stat().st_size > MAX_FILE_BYTES:
                 continue
-            stripped, docs = strip_docstrings(path.read_text("utf-8"))
+            source = path.read_text("utf-8")
+            stripped, docs = strip_docstrings(source)
         except (OSError, UnicodeDecodeError, SyntaxError, ValueError, RecursionError):
             continue  # unreadable or not Python 3: nothing to learn from it
+        if rng.random() < keep_docs:
+            stripped = source
         rel = path.relative_to(root).as_posix()
         facts = parse_file(rel, stripped.encode())
         lines = stripped.split("\n")
@@ -211,7 +220,7 @@ def _package_passages(files: Sequence[tuple[Path, Path]], rng: random.Random,
 
 def harvest(roots: Sequence[Path] | None = None, *, exclude: Iterable[str] = EVAL_PACKAGES,
             per_package: int = 900, files_per_package: int = 400, max_groups: int | None = None, seed: int = 0,
-            progress: Progress | None = None) -> list[Group]:
+            keep_docs: float = KEEP_DOCS, progress: Progress | None = None) -> list[Group]:
     """Training groups from the Python files under ``roots`` (default: ``installed_roots()``),
     at most ``per_package`` questions per top-level package so no one library dominates."""
     import bm25s
@@ -222,7 +231,7 @@ def harvest(roots: Sequence[Path] | None = None, *, exclude: Iterable[str] = EVA
     groups: list[Group] = []
     for done, name in enumerate(sorted(packages), start=1):
         note("harvest", done, len(packages))
-        passages, names, items = _package_passages(packages[name], rng, files_per_package)
+        passages, names, items = _package_passages(packages[name], rng, files_per_package, keep_docs)
         if len(items) < 2 or len(passages) < NEGATIVES + 2:
             continue
         rng.shuffle(items)
