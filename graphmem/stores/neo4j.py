@@ -164,16 +164,19 @@ RETURN count(r) AS written
 """
 
 # The common new relationship: both ends created by this upsert (found by internal id, checked
-# against project and key, without an index lookup), one source, open, provenance alone. Its row is
-# a list (decoded faster than a map) and its properties are set as it is created.
+# against project and key, without an index lookup), one source, open. Its row is a list (decoded
+# faster than a map); validity and provenance are set as it is created, its own properties (the
+# row's last value, a map) after.
 _NEW_REL_FIELDS = ("valid_from", *PROVENANCE_FIELDS)
 _CREATE_NEW_RELS = _KEEP_PLAN + """
 UNWIND $rows AS row
 MATCH (a) WHERE id(a) = row[0] AND a.project = $project AND a.key = row[1]
 MATCH (b) WHERE id(b) = row[2] AND b.project = $project AND b.key = row[3]
 CREATE (a)-[r:`%(type)s` {""" + ", ".join(f"{f}: row[{i + 4}]" for i, f in enumerate(_NEW_REL_FIELDS)) + """}]->(b)
+%(own)s
 RETURN count(r) AS written
 """
+_OWN_PROPS = f"SET r += row[{4 + len(_NEW_REL_FIELDS)}]"
 
 # Only for the rare new element that is born closed or with several sources: every SET item costs.
 _CREATE_EXTRA = """, {v}.valid_to = row.valid_to,
@@ -523,9 +526,9 @@ class Neo4jStore(TraversalMixin):
 
         def rel_row(r: Relationship) -> dict[str, Any]:
             out = {"src": r.src, "dst": r.dst, **row(r)}
-            if not r.props and _plain(out):  # fits _CREATE_NEW_RELS if both its ends are new
+            if _plain(out):  # fits _CREATE_NEW_RELS if both its ends are new
                 prov = out["props"]
-                out["values"] = [out["valid_from"], *(prov.get(f) for f in PROVENANCE_FIELDS)]
+                out["values"] = [out["valid_from"], *(prov.get(f) for f in PROVENANCE_FIELDS), r.props or None]
             return out
 
         def create(tx: Any, statement: str, names: dict[str, str], var: str, rows: list[dict[str, Any]]) -> int:
@@ -595,9 +598,11 @@ class Neo4jStore(TraversalMixin):
                                 new.append(r)
                         else:
                             old.append(r)
-                    if linked:
-                        written += tx.run(_CREATE_NEW_RELS % {"type": typ}, project=project,
-                                          rows=linked).single()["written"]
+                    for own in (False, True):
+                        part = [r for r in linked if (r[-1] is not None) is own]
+                        if part:
+                            written += tx.run(_CREATE_NEW_RELS % {"type": typ, "own": _OWN_PROPS if own else ""},
+                                              project=project, rows=part).single()["written"]
                     written += create(tx, _CREATE_RELS, {"type": typ}, "r", new)
                     if old:
                         written += tx.run(_UPSERT_RELS % {"type": typ}, project=project,
