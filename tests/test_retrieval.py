@@ -191,6 +191,22 @@ def test_question_reading_finds_a_call_crossed_twice(text: str) -> None:
     assert parse_question("Who calls flush?", REF).step is None
 
 
+@pytest.mark.parametrize("text,end", [
+    ("Which services depend on billing?", "src"),
+    ("Which services are depending on billing?", "src"),  # the progressive is active
+    ("What does checkout depend on?", "dst"),
+    ("What are the dependents of billing?", "src"),
+    ("List the dependencies of billing.", "dst"),
+    # a noun names no end: the question is about the code, not asking for services
+    ("What is the dependency chain between the fixture system and the mark structures?", None),
+    ("How do the dependencies between parser modules shape the import order?", None),
+])
+def test_question_reading_tells_the_verb_depend_from_the_nouns(text: str, end: str | None) -> None:
+    q = parse_question(text, REF)
+    assert q.directions.get(RelType.DEPENDS_ON) == end, q.directions
+    assert (NodeKind.SERVICE in q.answer_kinds) == (end is not None or "services" in text.lower())
+
+
 def test_who_uses_code_asks_for_code() -> None:
     assert parse_question("Who uses flush from other packages?", REF).answer_kinds == (NodeKind.SYMBOL,)
     assert parse_question("Who owns the billing service?", REF).answer_kinds[0] is NodeKind.PERSON

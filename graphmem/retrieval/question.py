@@ -239,7 +239,8 @@ _PASSIVE = re.compile(r"\b(?P<be>is|are|was|were|be|been|being|gets?|got)\b(?P<b
 _DIRECTED_VERBS: list[tuple[re.Pattern[str], RelType]] = [
     (re.compile(r"\bcall(?:s|ed|ing)?\b|\binvok\w*|\brel(?:y|ies|ied|ying) on\b|\bdelegat\w*|\breach(?:es|ed)?\b",
                 re.IGNORECASE), RelType.CALLS),
-    (re.compile(r"\bdepend\w*|\bcall\w* into\b", re.IGNORECASE), RelType.DEPENDS_ON),
+    # The verb only: "a dependency chain" names no end ("dependents", "dependencies of" below do).
+    (re.compile(r"\bdepend(?:s|ed|ing)?\b|\bcall\w* into\b", re.IGNORECASE), RelType.DEPENDS_ON),
     # Code that uses a function calls it ("which functions use parse_args"); a service that uses
     # another depends on it.
     (_USE, RelType.CALLS),
@@ -273,6 +274,10 @@ def _directions(text: str) -> dict[RelType, str]:
         out[RelType.CALLS] = "src"
     if re.search(r"\bcallees?\b", text, re.IGNORECASE):
         out[RelType.CALLS] = "dst"
+    if re.search(r"\bdependents\b", text, re.IGNORECASE):
+        out[RelType.DEPENDS_ON] = "src"  # "the dependents of auth" start the relationship
+    elif re.search(r"\bdependenc(?:y|ies)\s+(?:of|for)\b", text, re.IGNORECASE):
+        out[RelType.DEPENDS_ON] = "dst"  # "the dependencies of auth" end it
     for pattern, rel in _DIRECTED_VERBS:
         m = pattern.search(text)
         if m is None or rel in out:
@@ -280,6 +285,8 @@ def _directions(text: str) -> dict[RelType, str]:
         after = text[m.end():]
         by = re.match(r"\s*:?\s*by\s+[`'\"(]*(\w+)", after, re.IGNORECASE)
         passive = _PASSIVE.search(text[:m.start()])
+        if passive and m.group(0).lower().endswith("ing") and not passive["between"].strip():
+            passive = None  # "are depending on", "is calling": the progressive is active
         if by:  # passive: "superseded by which decision" asks for the subject, "called by X" for the object
             out[rel] = "src" if by.group(1).lower() in ("which", "what", "whom", "who") else "dst"
         elif passive and (passive["between"].strip() or passive["be"].lower() == "being"):
