@@ -16,6 +16,9 @@ INTEGER = "sym:src/fields.py::Integer"
 PROJECT_METHOD = "sym:tools/premake.py::Toolchain.project"
 PRIVATE_METHOD = "sym:src/builder.py::Builder._eval_snippets"
 DUNDER = "sym:src/builder.py::Builder.__init__"
+ONE_LETTER = "sym:tests/data/shapes.py::S"
+BUILDER = "sym:src/builder.py::Builder"
+OTHER_PRIVATE = "sym:src/runner.py::Runner._eval_snippets"
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +30,11 @@ def catalog(tmp_path_factory: pytest.TempPathFactory) -> Catalog:
                   Node(PROJECT_METHOD, "project", prov, {"symbol_kind": "method"}),
                   Node(PRIVATE_METHOD, "_eval_snippets", prov, {"symbol_kind": "method",
                                                                 "qualname": "Builder._eval_snippets"}),
-                  Node(DUNDER, "__init__", prov, {"symbol_kind": "method", "qualname": "Builder.__init__"})], [], [])
+                  Node(DUNDER, "__init__", prov, {"symbol_kind": "method", "qualname": "Builder.__init__"}),
+                  Node(ONE_LETTER, "S", prov, {"symbol_kind": "class", "qualname": "S"}),
+                  Node(BUILDER, "Builder", prov, {"symbol_kind": "class", "qualname": "Builder"}),
+                  Node(OTHER_PRIVATE, "_eval_snippets", prov, {"symbol_kind": "method",
+                                                                "qualname": "Runner._eval_snippets"})], [], [])
     cat = Catalog.build(store)
     store.close()
     return cat
@@ -54,6 +61,8 @@ def test_a_word_written_as_a_name_links_the_symbol(catalog: Catalog, text: str, 
     "Where is the project configured? Integer values come later.",  # starts the second sentence
     "Who owns this project?",
     "Which SERVICE answers health checks?",  # capitals alone: an acronym's spelling, not a name
+    "How does the method's validation fail?",  # the "s" of a possessive, next to a code noun
+    "Why doesn't the function's result change?",
 ])
 def test_a_plain_english_word_links_nothing(catalog: Catalog, text: str) -> None:
     assert linked(catalog, text) == set()
@@ -91,3 +100,12 @@ def test_a_root_commit_is_no_answer_to_what_changed_a_symbol(tmp_path) -> None: 
     assert commits("Which release removed decode_frame?")[0] == later
     assert root in commits("Which release added decode_frame?")  # a root commit did add it
     store.close()
+
+
+def test_a_member_of_a_named_type_is_linked_and_its_namesakes_dropped(catalog: Catalog) -> None:
+    # A dunder links through the type the question names.
+    assert DUNDER in linked(catalog, "What does the __init__ method of Builder call?")
+    # Same-named methods: the named type's is kept, the other dropped.
+    assert {PRIVATE_METHOD, OTHER_PRIVATE} <= linked(catalog, "What does _eval_snippets call?")
+    found = linked(catalog, "What does the _eval_snippets method of Builder call?")
+    assert PRIVATE_METHOD in found and OTHER_PRIVATE not in found and BUILDER in found

@@ -200,6 +200,8 @@ def test_question_reading_finds_a_call_crossed_twice(text: str) -> None:
     # a noun names no end: the question is about the code, not asking for services
     ("What is the dependency chain between the fixture system and the mark structures?", None),
     ("How do the dependencies between parser modules shape the import order?", None),
+    # the verb's own clause asks how, not for one of its ends
+    ("What is the failure mechanism when validation fails, and how does this depend on the signature?", None),
 ])
 def test_question_reading_tells_the_verb_depend_from_the_nouns(text: str, end: str | None) -> None:
     q = parse_question(text, REF)

@@ -266,6 +266,12 @@ def _asking_clause(text: str) -> str:
     return asking[-1] if asking else text
 
 
+def _nearest_asking_word(text: str) -> str | None:
+    """The last question word of ``text`` (lower case), if any."""
+    found = re.findall(r"\b(which|what|who|how|why|list|find|show)\b", text, re.IGNORECASE)
+    return found[-1].lower() if found else None
+
+
 def _directions(text: str) -> dict[RelType, str]:
     """Which end of a named relationship the answer is, where the wording says so."""
     text = _asking_clause(text)
@@ -297,8 +303,10 @@ def _directions(text: str) -> dict[RelType, str]:
             out[rel] = "dst"  # "what does X call"
         elif not re.sub(r"\b(directly|itself|at all|on|in|into)\b|[\s?.!]", "", after, flags=re.IGNORECASE):
             out[rel] = "dst"  # the verb ends the question: "the functions X calls directly"
-        elif re.search(r"\b(which|what|who|list|find|show)\b", text[:m.start()], re.IGNORECASE):
-            out[rel] = "src"  # "which services depend on auth"
+        elif _nearest_asking_word(text[:m.start()]) in ("which", "what", "who", "list", "find", "show"):
+            # "which services depend on auth"; not "what is X, and how does it depend on Y", where
+            # the verb's own clause asks how, not for one of its ends.
+            out[rel] = "src"
     return out
 
 

@@ -86,7 +86,8 @@ def link(cat: Catalog, q: Question, config: LinkConfig, *, names: tuple[list[str
     words = [singular(w) for w in words_of(q.text)]
     spans = list(WORD.finditer(q.text))
     raw = [m.group() for m in spans]
-    used = [False] * len(words)
+    # The "s" of "method's" and the "t" of "doesn't" are no words of their own: never a name.
+    used = [m.start() > 0 and q.text[m.start() - 1] in "'\u2019" and m.group().lower() in _CLITICS for m in spans]
     quoted = _quoted_words(q.text)
     written = {i for i in range(len(raw)) if _written_as_name(q.text, spans, i)}
     for size in range(config.max_name_words, 0, -1):
@@ -134,6 +135,7 @@ def link(cat: Catalog, q: Question, config: LinkConfig, *, names: tuple[list[str
         for k in [k for k in out if k.startswith("sym:") and k not in in_named and in_named
                   and k.rsplit("::", 1)[-1].lower() in {j.rsplit("::", 1)[-1].lower() for j in in_named}]:
             del out[k]
+    _link_members(cat, out, raw, words, quoted, written, add)
     # Decision and incident titles the question paraphrases closely.
     qwords = set(words) - STOP
     for key, title in cat.titles:
@@ -141,6 +143,32 @@ def link(cat: Catalog, q: Question, config: LinkConfig, *, names: tuple[list[str
             add([key], config.title_weight, LinkReason.TITLE, "")
     _link_kinds(cat, q, add)
     return out
+
+def _link_members(cat: Catalog, out: dict[str, Link], raw: list[str], words: list[str], quoted: set[str],
+                  written: set[int], add) -> None:  # type: ignore[no-untyped-def]
+    """"The __init__ method of Tuple", "TerminalReporter's flush method": a member of a type the
+    question names is linked by its own word, even one too common to link alone (a dunder); and of
+    same-named members, those of the named type are kept and the others dropped."""
+    owners = [k for k, ln in out.items() if ln.named and k.startswith("sym:")]
+    if not owners:
+        return
+    members: set[str] = set()
+    for i, word in enumerate(raw):
+        if not (_framed_as_code(words, quoted, i) or IDENT_LIKE.search(word) or i in written):
+            continue
+        for owner in owners:
+            key = f"{owner}.{word}"
+            if key in cat.nodes and cat.nodes[key][0] is NodeKind.SYMBOL:
+                members.add(key)
+                add([key], 1.0, LinkReason.NAME, f"{owner.rsplit('::', 1)[-1]}.{word}")
+    if not members:
+        return
+    last = {m.rsplit(".", 1)[-1].lower() for m in members}
+    types = {m.rsplit(".", 1)[0] for m in members}
+    for k in [k for k in out if k.startswith("sym:") and k not in members and k not in types
+              and k.rsplit("::", 1)[-1].rsplit(".", 1)[-1].lower() in last]:
+        del out[k]
+
 
 def _link_kinds(cat: Catalog, q: Question, add) -> None:  # type: ignore[no-untyped-def]
     """Kinds named with a time ("the latest incident", "incidents last month") seed their nodes."""
@@ -190,6 +218,9 @@ def _quoted_words(text: str) -> set[str]:
     """Words the question writes as code: in backticks or quotes."""
     spans = re.findall(r"`([^`]+)`|'([^'\s]+)'|\"([^\"\s]+)\"", text)
     return {singular(w) for groups in spans for span in groups if span for w in words_of(span)}
+
+
+_CLITICS = frozenset({"s", "t", "re", "ll", "d", "ve", "m"})
 
 
 def _written_as_name(text: str, spans: list[re.Match[str]], i: int) -> bool:
