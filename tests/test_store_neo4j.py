@@ -175,7 +175,9 @@ def test_a_writer_between_the_nodes_and_relationships_of_one_upsert_doubles_noth
 ) -> None:
     """Another store writes relationships of the nodes an upsert has just created, after those
     nodes and before the upsert's own relationships: the upsert sees the project changed and
-    merges its relationships instead of creating them, so none exists twice."""
+    merges its relationships instead of creating them, so none exists twice. (The relationship
+    jobs run side by side, so the other write comes just before the first of them: once every
+    node is in.)"""
     from graphmem.model import Relationship
     from graphmem.stores.neo4j import Job, Neo4jStore
 
@@ -185,13 +187,13 @@ def test_a_writer_between_the_nodes_and_relationships_of_one_upsert_doubles_noth
     interleaved: list[int] = []
 
     class Interrupted(Neo4jStore):
-        """Runs the other store's write when its first relationship job is about to run (the
-        nodes are committed by then: a phase starts once the one before it is done)."""
+        """Runs the other store's write once every node is in, before the upsert checks the
+        project's generation (a phase starts once the one before it is done)."""
 
         def _pipeline(self, jobs: Any) -> None:
             def hooked() -> Any:
                 for job in jobs:
-                    if job.phase >= 2 and not interleaved:
+                    if job.phase == 1 and not interleaved:
                         interleaved.append(job.phase)
                         work = job.work
 

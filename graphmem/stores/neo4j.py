@@ -283,6 +283,9 @@ WHERE any(s IN old WHERE s IN $paths) AND NOT [startNode(r).key, endNode(r).key]
 RETURN elementId(r) AS id, [s IN old WHERE NOT s IN $paths] AS left
 """.replace("%(old)s", _OLD_SOURCES.format(v="r"))
 
+# How many relationships of each type (in RelType's order) the database holds, from its count store.
+_REL_TYPE_COUNTS = _KEEP_PLAN + " RETURN [" + ", ".join(f"COUNT {{ ()-[:`{t.value}`]->() }}" for t in RelType) + "]"
+
 # Sources left after a withdrawal, written back in the stored form.
 _SET_LEFT = """SET {v}.sources = CASE WHEN size(row.left) > 1 THEN row.left END,
     {v}.multi = CASE WHEN size(row.left) > 1 THEN true END,
@@ -293,8 +296,8 @@ _SET_LEFT = """SET {v}.sources = CASE WHEN size(row.left) > 1 THEN row.left END,
 class Job:
     """One write transaction of an upsert.
 
-    Phases run in order (nodes, the generation mark, the rounds of relationships, chunks); a phase
-    starts when the one before it is done. Jobs whose ``lanes`` overlap never run at the same time.
+    Phases run in order (nodes, the generation mark, relationships, chunks); a phase starts when
+    the one before it is done. Jobs whose ``lanes`` overlap never run at the same time.
     """
 
     phase: int
@@ -458,8 +461,11 @@ class Neo4jStore(TraversalMixin):
         return self._run(False, work)
 
     def _batches(self, items: list[T]) -> Iterator[list[T]]:
-        for i in range(0, len(items), self._batch_size):
-            yield items[i: i + self._batch_size]
+        """At most ``batch_size`` items each, as even as can be (two writers finish together)."""
+        parts = -(-len(items) // self._batch_size)
+        size = -(-len(items) // parts) if parts else 0
+        for i in range(0, len(items), size or 1):
+            yield items[i: i + size]
 
     def ensure_schema(self) -> None:
         statements = split_statements(read_cypher("schema.cypher"))
@@ -496,7 +502,10 @@ class Neo4jStore(TraversalMixin):
         try:
             # The nodes this upsert creates (filled as their transactions commit): a relationship
             # with such an end cannot exist yet. Nothing is kept from one upsert to the next.
-            self._pipeline(self._write_jobs(batch, at, summary, {}))
+            before = None
+            if batch.nodes and batch.rels:  # the generation before any of them can be seen
+                before = self._values(_GENERATION_NOW, name=GENERATION)[0][0]
+            self._pipeline(self._write_jobs(batch, at, summary, {}, before))
         finally:  # after the writes (even some of them): a reader keeping older expansions drops them
             self._run(True, lambda tx: self._bump(tx, chunks=bool(batch.chunks)))
         return summary
@@ -512,10 +521,10 @@ class Neo4jStore(TraversalMixin):
         return generation
 
     def _write_jobs(self, batch: Batch, at: str, summary: WriteSummary,
-                    created: dict[str, int | None]) -> Iterator[Job]:
+                    created: dict[str, int | None], before: str | None = None) -> Iterator[Job]:
         """The transactions of an upsert, nodes first, each built only when the writer needs it.
         ``created``: the node jobs add the nodes they create (with no relationship yet), with their
-        internal id when they are open."""
+        internal id when they are open. ``before``: the project's generation before the upsert."""
         stamp, project = ProvenanceStamper(at), self._project
 
         def row(element: Node | Relationship) -> dict[str, Any]:
@@ -564,14 +573,15 @@ class Neo4jStore(TraversalMixin):
                 return record
             return work
 
-        # The generation set once every node is in: a relationship job that finds another (some
-        # other store or process wrote since) merges every relationship, as it cannot know what was
-        # added to the new nodes meanwhile.
+        # Every write ends by setting a new generation. Once every node is in, the generation is
+        # still ``before`` if no other write (another store or process) has ended since the upsert
+        # began; a new one is then set, and a relationship job that finds another merges every
+        # relationship, as it cannot know what was added to the new nodes meanwhile.
         mark: list[str] = []
 
         def mark_work(tx: Any) -> Callable[[], None] | None:
-            if not created:  # no new node: every relationship is merged anyway
-                return None
+            if not created or tx.run(_GENERATION_NOW, project=project, name=GENERATION).single()[0] != before:
+                return None  # no new node, or written meanwhile: every relationship is merged
             generation = self._bump(tx)
             return lambda: mark.append(generation)
 
@@ -626,12 +636,13 @@ class Neo4jStore(TraversalMixin):
         # Two transactions that write relationships deadlock when they share an end node. Nodes
         # fall in four lanes by their source file (keeping a file's relationships together), and
         # relationships in groups by the lanes of their ends. Each round pairs two groups with no
-        # lane in common, so their transactions run side by side without sharing a node.
+        # lane in common, so their transactions run side by side without sharing a node; the
+        # rounds are one phase, a job waiting only for the running ones that share a lane with it.
         groups: dict[tuple[int, int], list[Relationship]] = {}
         for r in batch.rels:
             a, b = sorted((_lane(r.src), _lane(r.dst)))
             groups.setdefault((a, b), []).append(r)
-        for round_no, pair in enumerate(_LANE_ROUNDS):
+        for pair in _LANE_ROUNDS:
             parts = [[part for part in self._batches(sorted(groups.get(g, ()), key=lambda r: r.type.value))]
                      for g in pair]
             for i in range(max(len(p) for p in parts)):  # alternate the two groups so both stay busy
@@ -641,7 +652,7 @@ class Neo4jStore(TraversalMixin):
                         by_type: dict[str, list[dict[str, Any]]] = {}
                         for r in part:
                             by_type.setdefault(r.type.value, []).append(rel_row(r))
-                        yield Job(2 + round_no, rel_jobs(by_type), frozenset(g))
+                        yield Job(2, rel_jobs(by_type), frozenset(g))
         fields = self._chunk_fields
         vector = {"vector": _CHUNK_VECTOR % {"label": vector_label(project)} if fields else ""}
 
@@ -675,14 +686,15 @@ class Neo4jStore(TraversalMixin):
                     row["props"].update(index_tokens=extra["tokens"], index_digest=extra["digest"],
                                         index_project=project)
                     row["vector"] = extra["vector"]
-            yield Job(2 + len(_LANE_ROUNDS), chunk_job(rows))
+            yield Job(3, chunk_job(rows))
 
     def _pipeline(self, jobs: Iterator[Job]) -> None:
         """Run write jobs on writer threads while this thread builds the next ones.
 
         Building rows is Python work and the server's is the rest: overlapping them, and running
         independent transactions side by side, uses both cores. A phase starts only when the one
-        before it is done (relationships need their nodes); two jobs of the same lane never overlap.
+        before it is done (relationships need their nodes); two jobs that share a lane never
+        overlap.
         """
         from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
@@ -769,7 +781,10 @@ class Neo4jStore(TraversalMixin):
             tx.run("UNWIND $rows AS row MATCH (n:Node {project: $project, key: row.key}) "
                    + _SET_LEFT.format(v="n"), project=project, rows=shrink).consume()
             rels: list[dict[str, Any]] = []
-            for typ in RelType:
+            # Types with no relationship in the whole database (the count store says so at once)
+            # have nothing to withdraw.
+            present = tx.run(_REL_TYPE_COUNTS).single()[0]
+            for typ in (t for t, n in zip(RelType, present) if n):
                 rels += [r.data() for r in tx.run(_WITHDRAW_RELS % {"type": typ.value}, project=project, paths=paths,
                                                   keep=kept_rels.get(typ.value, []))]
             rkeep = [{"id": r["id"], "left": r["left"]} for r in rels if r["left"]]
