@@ -23,7 +23,8 @@ its BM25 and vector indexes live: ``local`` files beside the process (the defaul
         [--graph-only] [--out /tmp/scale.json]
 
 ``--graph-only`` stops after step 1's graph (no index sync, so no embedding): the write stage of
-both stores in a few minutes.
+both stores in a few minutes. ``--repeat N`` runs each store N times, interleaved, and reports the
+median of each stage, every run's write stage and the load average around each run.
 """
 
 from __future__ import annotations
@@ -306,6 +307,9 @@ def main() -> None:
     parser.add_argument("--graph-only", action="store_true",
                         help="the first ingest's graph alone: no index sync, queries or extra commit "
                              "(times the write stage without the embedder)")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="runs per store, interleaved (embedded, neo4j, embedded, ...): the table shows "
+                             "each stage's median and every run's write stage")
     parser.add_argument("--out", type=Path, help="write the results as JSON here")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--repo", help=argparse.SUPPRESS)
@@ -326,25 +330,52 @@ def main() -> None:
     repo, commits = history(tuple(args.exclude))
     log(f"history {repo}: {' -> '.join(c['version'] + ' ' + c['sha'][:10] for c in commits)}")
     load = os.getloadavg()
-    results = []
-    for store in stores:
-        project = f"scale{uuid.uuid4().hex[:8]}" if store == "neo4j" else "django"
-        cmd = [sys.executable, __file__, "--child", store, "--repo", str(repo), "--project", project,
-               "--replay", str(args.replay), "--neo4j-index", args.neo4j_index,
-               "--commit-date", "2025-04-03T10:00:00+0000", *(["--keep"] if args.keep else []),
-               *(["--graph-only"] if args.graph_only else []),
-               *(["--embedding-cache", str(args.embedding_cache)] if args.embedding_cache else [])]
-        proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
-        if proc.returncode != 0:
-            raise SystemExit(f"bench_scale: the {store} run failed (exit {proc.returncode})")
-        results.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    runs: dict[str, list[dict[str, Any]]] = {store: [] for store in stores}
+    for _ in range(max(1, args.repeat)):
+        for store in stores:
+            project = f"scale{uuid.uuid4().hex[:8]}" if store == "neo4j" else "django"
+            cmd = [sys.executable, __file__, "--child", store, "--repo", str(repo), "--project", project,
+                   "--replay", str(args.replay), "--neo4j-index", args.neo4j_index,
+                   "--commit-date", "2025-04-03T10:00:00+0000", *(["--keep"] if args.keep else []),
+                   *(["--graph-only"] if args.graph_only else []),
+                   *(["--embedding-cache", str(args.embedding_cache)] if args.embedding_cache else [])]
+            before = os.getloadavg()[0]
+            proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
+            if proc.returncode != 0:
+                raise SystemExit(f"bench_scale: the {store} run failed (exit {proc.returncode})")
+            result = json.loads(proc.stdout.strip().splitlines()[-1])
+            result["load_1min"] = [round(before, 2), round(os.getloadavg()[0], 2)]
+            runs[store].append(result)
+            log(f"[{store}] write {result['stages_s'].get('write')} s, load {result['load_1min']}")
+    results = [median_run(runs[store]) for store in stores]
     summary = {"releases": [c["version"] for c in commits], "exclude": args.exclude,
                "load_before": [round(x, 2) for x in load], "load_after": [round(x, 2) for x in os.getloadavg()],
                "results": results}
     if args.out:
         args.out.write_text(json.dumps(summary, indent=1), encoding="utf-8")
     print(table(results))
+    if args.repeat > 1:
+        for r in results:
+            print(f"{r['store']}: write stage per run {[run['stages_s'].get('write') for run in r['runs']]} s, "
+                  f"load average (1 min) before/after each run {[run['load_1min'] for run in r['runs']]}")
     print(f"load average before {summary['load_before']}, after {summary['load_after']}")
+
+
+def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One store's runs as one result: the first run's counts (and latencies and extra commit), the
+    stage and ingest times and peak RSS the median over the runs (every run kept under ``runs``)."""
+    if len(runs) == 1:
+        return runs[0]
+    out = dict(runs[0])
+    out["stages_s"] = {stage: round(percentile([r["stages_s"][stage] for r in runs if stage in r["stages_s"]], 50), 2)
+                       for stage in runs[0]["stages_s"]}
+    for key in ("ingest_s", "ingest_report_s"):
+        if all(r.get(key) is not None for r in runs):
+            out[key] = round(percentile([r[key] for r in runs], 50), 1)
+    for key in ("peak_rss_mb", "peak_rss_parse_worker_mb"):
+        out[key] = round(percentile([r[key] for r in runs], 50))
+    out["runs"] = runs
+    return out
 
 
 if __name__ == "__main__":
