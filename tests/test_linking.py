@@ -109,3 +109,52 @@ def test_a_member_of_a_named_type_is_linked_and_its_namesakes_dropped(catalog: C
     assert {PRIVATE_METHOD, OTHER_PRIVATE} <= linked(catalog, "What does _eval_snippets call?")
     found = linked(catalog, "What does the _eval_snippets method of Builder call?")
     assert PRIVATE_METHOD in found and OTHER_PRIVATE not in found and BUILDER in found
+
+
+def test_the_commit_that_ended_or_began_a_symbol_answers_removal_and_creation(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A function added by one release and deleted by a later one: the deleted function is still
+    named by "which release removed ...", and the commits at its start and end are the answers."""
+    from graphmem.model import RelType, Relationship
+    from graphmem.retrieval.graph import GraphRetriever
+
+    store = EmbeddedStore(tmp_path, "lifetimes")
+    git = Provenance("git", "test")
+    times = ["2024-01-01T00:00:00.000000Z", "2024-03-01T00:00:00.000000Z", "2024-06-01T00:00:00.000000Z",
+             "2024-09-01T00:00:00.000000Z"]
+    shas = [c * 40 for c in "abcd"]
+    commits = [Node(f"commit:{sha}", f"release 1.{i}", git,
+                    {"parents": [shas[i - 1]] if i else [], "committed_at": t}) for i, (sha, t) in enumerate(zip(shas, times))]
+    for i, node in enumerate(commits):
+        store.upsert([node], [Relationship(node.key, RelType.PARENT, commits[i - 1].key, git, {})] if i else [],
+                     at=times[i])
+    gone = "sym:src/codec.py::decodeLegacyFrame"
+    kept = "sym:src/codec.py::encode_frame"
+    store.upsert([Node(kept, "encode_frame", Provenance("src/codec.py", "test"), {"qualname": "encode_frame"})],
+                 [Relationship(commits[0].key, RelType.MODIFIED, kept, git, {})], at=times[0])
+    store.upsert([Node(gone, "decodeLegacyFrame", Provenance("src/legacy.py", "test"), {"qualname": "decodeLegacyFrame"})],
+                 [Relationship(commits[1].key, RelType.MODIFIED, gone, git, {})], at=times[1])
+    store.close_sources(["src/legacy.py"], at=times[2])
+    graph = GraphRetriever(store)
+    assert graph.catalog.lifetimes[gone] == (times[1], times[2])
+
+    def first_commit(text: str) -> str:
+        return next(h.key for h in graph.retrieve(parse_question(text)).hits if h.key.startswith("commit:"))
+
+    assert first_commit("Which release removed decodeLegacyFrame?") == commits[2].key
+    assert first_commit("In which version did decodeLegacyFrame go away?") == commits[2].key
+    assert first_commit("When was decodeLegacyFrame added?") == commits[1].key
+    assert first_commit("Which release introduced encode_frame?") == commits[0].key
+    store.close()
+
+
+@pytest.mark.parametrize("text,change,removal,creation", [
+    ("When was CreateArticle deleted?", True, True, False),  # "Create" inside a name is no creation
+    ("When was removeListener added?", False, False, True),  # nor is "remove" inside one a removal
+    ("In which version did parse_header go away?", True, True, False),
+    ("Which release changed parse_header?", True, False, False),
+    ("When did parse_header first appear?", False, False, True),
+])
+def test_change_removal_and_creation_are_read_from_english_words(text: str, change: bool, removal: bool,
+                                                                 creation: bool) -> None:
+    q = parse_question(text)
+    assert (q.asks_change, q.asks_removal, q.asks_creation) == (change, removal, creation)

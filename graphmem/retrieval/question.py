@@ -94,9 +94,24 @@ _AS_OF = re.compile(r"\b(?:as of|at the time of|when)\s+(INC[-_ ]?\d+|ADR[-_ ]?\
 _LATEST = re.compile(r"\b(latest|most recent|newest|last)\s+(incident|outage|commit|change|decision|adr)s?\b", re.IGNORECASE)
 _LATEST_CHANGE = re.compile(r"\b(last|latest|most recent(ly)?|recently)\s+(changed|modified|touched|edited|"
                             r"updated|worked on|change|edit|commit)", re.IGNORECASE)
-_CHANGE = re.compile(r"\bchang|\bmodif|\btouch|\bedit|\bupdat|\bremov|\bdelet|\brenam|\bdrop|\bgo(ne)? away\b|"
-                     r"\bwent away\b", re.IGNORECASE)
-_CREATION = re.compile(r"\badd(ed|s)?\b|\bintroduc|\bfirst appear|\bcreat", re.IGNORECASE)
+# English words for a change, a removal and a creation. Matched as whole words so that a name
+# written in camel case ("CreateArticle", "removeListener") is not read as one.
+_REMOVAL_WORDS = frozenset({"remove", "removed", "removes", "removing", "removal", "delete", "deleted", "deletes",
+                            "deleting", "deletion", "drop", "dropped", "drops", "dropping"})
+_CHANGE_WORDS = _REMOVAL_WORDS | frozenset({
+    "change", "changed", "changes", "changing", "modify", "modified", "modifies", "modifying", "modification",
+    "touch", "touched", "touches", "touching", "edit", "edited", "edits", "editing", "update", "updated",
+    "updates", "updating", "rename", "renamed", "renames", "renaming"})
+_CREATION_WORDS = frozenset({"add", "added", "adds", "adding", "addition", "introduce", "introduced", "introduces",
+                             "introducing", "introduction", "create", "created", "creates", "creating", "creation"})
+_GONE = re.compile(r"\b(go|goes|gone|went) away\b", re.IGNORECASE)
+_APPEARED = re.compile(r"\bfirst (appear|show)", re.IGNORECASE)
+
+
+def _english_words(text: str) -> set[str]:
+    return {w.lower() for w in re.findall(r"[A-Za-z]+", text) if w.islower() or w.istitle()}
+
+
 _RELATIVE_STEP = re.compile(r"\bthe\s+(function|method|code|endpoint|handler|service|caller|routine)s?\s+"
                             r"(that|which)\s+(calls?|invokes?|depends?\s+on)\b", re.IGNORECASE)
 # A call relationship crossed twice: "calls X indirectly", "two calls away", "through one
@@ -162,6 +177,10 @@ class Question:
     # "which release removed X", "when was X last modified": a change to what already existed, so
     # a root commit (which only creates) is no answer.
     asks_change: bool = False
+    # "which release removed X", "when was X added": the answer is the commit that ended or began
+    # X's time in the graph.
+    asks_removal: bool = False
+    asks_creation: bool = False
     # "which class has the evolve method", "what type defines Format": the answer is a type, so a
     # method found stands for the type that holds it.
     asks_type: bool = False
@@ -180,7 +199,8 @@ class Question:
                 "main_relationships": sorted(t.value for t in self.main_rel_types),
                 "directions": {t.value: d for t, d in self.directions.items()},
                 "kind_mentions": [k.value for k in self.kind_mentions], "latest_change": self.latest_change,
-                "asks_change": self.asks_change,
+                "asks_change": self.asks_change, "asks_removal": self.asks_removal,
+                "asks_creation": self.asks_creation,
                 "asks_type": self.asks_type,
                 "step": [self.step[0].value, self.step[1]] if self.step else None,
                 "adrs": list(self.adr_numbers), "incidents": list(self.incident_numbers),
@@ -356,7 +376,11 @@ def parse_question(text: str, now: datetime | None = None, *, sessions: bool = F
             q.answer_kinds = _KIND_OF_RELATION.get(rel, q.answer_kinds)
             break
     q.latest_change = bool(_LATEST_CHANGE.search(text))
-    q.asks_change = bool(_CHANGE.search(text)) and not _CREATION.search(text)
+    words = _english_words(text)
+    creation = bool(words & _CREATION_WORDS or _APPEARED.search(text))
+    q.asks_removal = bool(words & _REMOVAL_WORDS or _GONE.search(text))
+    q.asks_change = bool(words & _CHANGE_WORDS or q.asks_removal) and not creation
+    q.asks_creation = creation and not q.asks_removal
     q.asks_type = bool(_ASKS_TYPE.search(text))
     if m := _RELATIVE_STEP.search(text):
         verb = m.group(3).lower()

@@ -49,11 +49,29 @@ class Catalog:
     root_commits: set[str] = field(default_factory=set)  # commits without parents: they only create
     titles: list[tuple[str, set[str]]] = field(default_factory=list)  # title words, for fuzzy matching
     fuzzy_names: list[str] = field(default_factory=list)  # one-word names that misspellings may mean
+    # When each piece of code began and (if it is gone) ended in the graph, and the commits made at
+    # each moment: "which release removed X" is answered by the commit at X's end.
+    lifetimes: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)
+    commits_at: dict[str, list[str]] = field(default_factory=dict)
+    # Names of code that no longer exists (closed nodes), linked only by questions about removals.
+    closed_by_name: dict[tuple[str, ...], set[str]] = field(default_factory=dict)
 
     @classmethod
     def build(cls, store: GraphStore, *, fuzzy_min_length: int = 5) -> Catalog:
         cat = cls()
-        for node in store.iter_nodes():
+        for node in store.iter_nodes(include_closed=True):
+            if node.kind in (NodeKind.SYMBOL, NodeKind.FILE):
+                cat.lifetimes[node.key] = (node.valid_from, node.valid_to)
+            if node.valid_to is not None:
+                if node.kind in (NodeKind.SYMBOL, NodeKind.FILE):
+                    cat.nodes.setdefault(node.key, (node.kind, node.name, None))
+                    for name in cat._own_names(node):
+                        words = tuple(singular(w) for w in words_of(name))
+                        if words:
+                            cat.closed_by_name.setdefault(words, set()).add(node.key)
+                continue
+            if node.kind is NodeKind.COMMIT and node_date(node):
+                cat.commits_at.setdefault(str(node_date(node)), []).append(node.key)
             cat.nodes[node.key] = (node.kind, node.name, node_date(node))
             cat.by_kind.setdefault(node.kind, []).append(node.key)
             for name in cat._names(node):

@@ -109,6 +109,18 @@ def link(cat: Catalog, q: Question, config: LinkConfig, *, names: tuple[list[str
             used[i:i + size] = [True] * size
             if plain is not None and size == 1 and raw[i].islower():
                 plain.update(k for k in keys if common_noun(k))
+    # "Which release removed X", "when was X added": code gone from the graph is named too by a
+    # question about its history (its node is closed).
+    if (q.asks_removal or q.asks_creation or q.asks_change) and cat.closed_by_name:
+        for size in range(config.max_name_words, 0, -1):
+            for i in range(len(words) - size + 1):
+                gram = tuple(words[i:i + size])
+                keys = cat.closed_by_name.get(gram)
+                if not keys or any(used[i:i + size]) or (size == 1 and not (
+                        IDENT_LIKE.search(raw[i]) or i in written or _framed_as_code(words, quoted, i))):
+                    continue
+                add(keys, 1.0, LinkReason.NAME, " ".join(raw[i:i + size]))
+                used[i:i + size] = [True] * size
     # Misspelt names ("notifcations"): single-word names of services, teams, people and entities.
     if cat.fuzzy_names:
         from rapidfuzz import fuzz, process

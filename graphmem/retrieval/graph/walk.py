@@ -126,6 +126,17 @@ def walk(store: GraphStore, cat: Catalog, q: Question, linked: dict[str, Link], 
     # A root commit created everything it touched: it changed and removed nothing.
     for key in (cat.root_commits & set(final)) if q.asks_change else ():
         final[key] *= config.off_kind_factor
+    # "Which release removed X", "when was X added": the commit made when X's time in the graph
+    # ended (or began) is the answer, above every other.
+    if (q.asks_removal or q.asks_creation) and (not answer or NodeKind.COMMIT in answer):
+        top_score = max(final.values(), default=1.0)
+        for key, ln in result.linked.items():
+            if not ln.named or key not in cat.lifetimes:
+                continue
+            began, ended = cat.lifetimes[key]
+            moment = ended if q.asks_removal else began
+            for commit in cat.commits_at.get(moment or "", []):
+                final[commit] = max(final.get(commit, 0.0), top_score * config.latest_change_boost)
     # Nodes of the asked kind come first: the others are scaled below the weakest of them, so
     # the scores still give the order (fusion may read them).
     if answer:
