@@ -1,5 +1,5 @@
-"""The names of a project's open nodes, for linking a question to them, and the word rules both
-sides share."""
+"""The names of a project's open nodes (and of its closed code, for questions about history), for
+linking a question to them, and the word rules both sides share."""
 
 from __future__ import annotations
 
@@ -53,7 +53,8 @@ class Catalog:
     # each moment: "which release removed X" is answered by the commit at X's end.
     lifetimes: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)
     commits_at: dict[str, list[str]] = field(default_factory=dict)
-    # Names of code that no longer exists (closed nodes), linked only by questions about removals.
+    # Names of code that no longer exists (closed nodes, also in ``nodes`` but in no other map),
+    # linked only by questions about a history (added, changed, removed).
     closed_by_name: dict[tuple[str, ...], set[str]] = field(default_factory=dict)
 
     @classmethod
