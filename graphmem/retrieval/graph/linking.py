@@ -86,8 +86,11 @@ def link(cat: Catalog, q: Question, config: LinkConfig, *, names: tuple[list[str
     words = [singular(w) for w in words_of(q.text)]
     spans = list(WORD.finditer(q.text))
     raw = [m.group() for m in spans]
-    # The "s" of "method's" and the "t" of "doesn't" are no words of their own: never a name.
-    used = [m.start() > 0 and q.text[m.start() - 1] in "'\u2019" and m.group().lower() in _CLITICS for m in spans]
+    used = [False] * len(words)
+    # The "s" of "method's" and the "t" of "doesn't" are no words of their own: never a name alone
+    # nor a name's start (but inside one: "Ender's Game").
+    clitic = {i for i, m in enumerate(spans)
+              if m.start() > 0 and q.text[m.start() - 1] in "'\u2019" and m.group().lower() in _CLITICS}
     quoted = _quoted_words(q.text)
     written = {i for i in range(len(raw)) if _written_as_name(q.text, spans, i)}
     for size in range(config.max_name_words, 0, -1):
@@ -100,7 +103,7 @@ def link(cat: Catalog, q: Question, config: LinkConfig, *, names: tuple[list[str
                 continue
             gram = tuple(words[i:i + size])
             keys = cat.by_name.get(gram)
-            if not keys or (size == 1 and gram[0] in STOP) or gram in ignore:
+            if not keys or (size == 1 and gram[0] in STOP) or gram in ignore or i in clitic:
                 continue
             if size == 1 and all(cat.nodes[k][0] is NodeKind.SYMBOL for k in keys) \
                     and not IDENT_LIKE.search(raw[i]) and i not in written and not _framed_as_code(words, quoted, i):
@@ -116,7 +119,7 @@ def link(cat: Catalog, q: Question, config: LinkConfig, *, names: tuple[list[str
             for i in range(len(words) - size + 1):
                 gram = tuple(words[i:i + size])
                 keys = cat.closed_by_name.get(gram)
-                if not keys or any(used[i:i + size]) or (size == 1 and not (
+                if not keys or any(used[i:i + size]) or i in clitic or (size == 1 and not (
                         IDENT_LIKE.search(raw[i]) or i in written or _framed_as_code(words, quoted, i))):
                     continue
                 add(keys, 1.0, LinkReason.NAME, " ".join(raw[i:i + size]))
