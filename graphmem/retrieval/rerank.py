@@ -372,39 +372,42 @@ def load_reranker(home: str | Path, project: str, model: str | Path | None = Non
     project's trained one, else the machine's general one (``general_reranker``, weighted and limited
     to answer kinds as ``RerankConfig`` says); ``None`` when there is none. Nothing is loaded until
     the first score."""
-    chosen = model or os.environ.get(ENV_MODEL) or None
     cache = Path(home).expanduser() / "cache" / "reranker"
-    if chosen is None:
-        directory = default_reranker_dir(home, project)
-        if not _is_model(directory):
-            from graphmem.retrieval.general_reranker import general_reranker_dir
-
-            general = general_reranker_dir()
-            if not _is_model(general):
-                return None
-            cfg = RerankConfig()
-            return CrossEncoderReranker(general, backend=backend, max_length=max_length or DEFAULT_MAX_LENGTH,
-                                        cache_dir=cache, prior_weight=cfg.general_prior_weight,
-                                        answer_kinds=cfg.general_answer_kinds)
-        chosen = directory
+    source, chosen = ("given", model) if model else _chosen(home, project)
+    if source is None:
+        return None
+    if source == "general":
+        cfg = RerankConfig()
+        return CrossEncoderReranker(chosen, backend=backend, max_length=max_length or DEFAULT_MAX_LENGTH,
+                                    cache_dir=cache, prior_weight=cfg.general_prior_weight,
+                                    answer_kinds=cfg.general_answer_kinds)
     meta = _read_meta(Path(chosen)) if Path(chosen).is_dir() else {}
     length = max_length or int(meta.get("max_length", DEFAULT_MAX_LENGTH))
     return CrossEncoderReranker(chosen, backend=backend, max_length=length, cache_dir=cache)
 
 
-def reranker_status(home: str | Path, project: str) -> dict[str, Any]:
-    """Which reranker ``hybrid-rerank`` would use for a project, as :func:`load_reranker` chooses it:
-    ``source`` is ``configured``, ``project``, ``general`` or ``None``; with none, ``building`` says
-    whether the general model is being built (``scripts/build-reranker``)."""
-    from graphmem.retrieval.general_reranker import general_build_running, general_reranker_dir
+def _chosen(home: str | Path, project: str) -> tuple[str | None, str | Path]:
+    """Which model a project's ``hybrid-rerank`` uses: ``GRAPHMEM_RERANKER`` (``configured``), else
+    the project's trained one, else the machine's general one; ``(None, ...)`` when there is none."""
+    from graphmem.retrieval.general_reranker import general_reranker_dir
 
-    chosen = os.environ.get(ENV_MODEL)
-    if chosen:
-        return {"source": "configured", "path": chosen}
+    configured = os.environ.get(ENV_MODEL)
+    if configured:
+        return "configured", configured  # a name or a path, as CrossEncoderReranker takes it
     for source, directory in (("project", default_reranker_dir(home, project)), ("general", general_reranker_dir())):
         if _is_model(directory):
-            return {"source": source, "path": str(directory)}
-    return {"source": None, "building": general_build_running()}
+            return source, directory
+    return None, Path()
+
+
+def reranker_status(home: str | Path, project: str) -> dict[str, Any]:
+    """Which reranker ``hybrid-rerank`` would use for a project (as :func:`load_reranker` chooses):
+    ``source`` is ``configured``, ``project``, ``general`` or ``None``; with none, ``building`` says
+    whether the general model is being built (``scripts/build-reranker``)."""
+    from graphmem.retrieval.general_reranker import general_build_running
+
+    source, path = _chosen(home, project)
+    return {"source": source, "path": str(path)} if source else {"source": None, "building": general_build_running()}
 
 
 def _is_model(directory: Path) -> bool:

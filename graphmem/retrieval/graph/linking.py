@@ -92,38 +92,35 @@ def link(cat: Catalog, q: Question, config: LinkConfig, *, names: tuple[list[str
     clitic = {i for i, m in enumerate(spans)
               if m.start() > 0 and q.text[m.start() - 1] in "'\u2019" and m.group().lower() in _CLITICS}
     quoted = _quoted_words(q.text)
-    written = {i for i in range(len(raw)) if _written_as_name(q.text, spans, i)}
-    for size in range(config.max_name_words, 0, -1):
-        # Of overlapping names of one length, those not starting or ending with a function word
-        # go first: "the World Series" names "World Series", not "the World".
-        starts = sorted(range(len(words) - size + 1),
-                        key=lambda i: (words[i] in STOP or words[i + size - 1] in STOP, i))
-        for i in starts:
-            if any(used[i:i + size]):
-                continue
-            gram = tuple(words[i:i + size])
-            keys = cat.by_name.get(gram)
-            if not keys or (size == 1 and gram[0] in STOP) or gram in ignore or i in clitic:
-                continue
-            if size == 1 and all(cat.nodes[k][0] is NodeKind.SYMBOL for k in keys) \
-                    and not IDENT_LIKE.search(raw[i]) and i not in written and not _framed_as_code(words, quoted, i):
-                continue  # a plain English word that happens to name a function
-            add(keys, 1.0, LinkReason.NAME, " ".join(raw[i:i + size]))
-            used[i:i + size] = [True] * size
-            if plain is not None and size == 1 and raw[i].islower():
-                plain.update(k for k in keys if common_noun(k))
-    # "Which release removed X", "when was X added": code gone from the graph is named too by a
-    # question about its history (its node is closed).
-    if (q.asks_removal or q.asks_creation or q.asks_change) and cat.closed_by_name:
+    # Words written as code: called, quoted, capitalised inside a sentence, next to a word for code.
+    as_code = {i for i in range(len(raw)) if IDENT_LIKE.search(raw[i]) or _written_as_name(q.text, spans, i)
+               or _framed_as_code(words, quoted, i)}
+
+    def link_names(names: dict[tuple[str, ...], set[str]]) -> None:
         for size in range(config.max_name_words, 0, -1):
-            for i in range(len(words) - size + 1):
-                gram = tuple(words[i:i + size])
-                keys = cat.closed_by_name.get(gram)
-                if not keys or any(used[i:i + size]) or i in clitic or (size == 1 and not (
-                        IDENT_LIKE.search(raw[i]) or i in written or _framed_as_code(words, quoted, i))):
+            # Of overlapping names of one length, those not starting or ending with a function word
+            # go first: "the World Series" names "World Series", not "the World".
+            starts = sorted(range(len(words) - size + 1),
+                            key=lambda i: (words[i] in STOP or words[i + size - 1] in STOP, i))
+            for i in starts:
+                if any(used[i:i + size]):
                     continue
+                gram = tuple(words[i:i + size])
+                keys = names.get(gram)
+                if not keys or (size == 1 and gram[0] in STOP) or gram in ignore or i in clitic:
+                    continue
+                if size == 1 and all(cat.nodes[k][0] is NodeKind.SYMBOL for k in keys) and i not in as_code:
+                    continue  # a plain English word that happens to name a function
                 add(keys, 1.0, LinkReason.NAME, " ".join(raw[i:i + size]))
                 used[i:i + size] = [True] * size
+                if plain is not None and size == 1 and raw[i].islower():
+                    plain.update(k for k in keys if common_noun(k))
+
+    link_names(cat.by_name)
+    # "Which release removed X", "when was X added": code gone from the graph is named too by a
+    # question about its history (its node is closed).
+    if q.asks_removal or q.asks_creation or q.asks_change:
+        link_names(cat.closed_by_name)
     # Misspelt names ("notifcations"): single-word names of services, teams, people and entities.
     if cat.fuzzy_names:
         from rapidfuzz import fuzz, process
@@ -150,7 +147,7 @@ def link(cat: Catalog, q: Question, config: LinkConfig, *, names: tuple[list[str
         for k in [k for k in out if k.startswith("sym:") and k not in in_named and in_named
                   and k.rsplit("::", 1)[-1].lower() in {j.rsplit("::", 1)[-1].lower() for j in in_named}]:
             del out[k]
-    _link_members(cat, out, raw, words, quoted, written, add)
+    _link_members(cat, out, raw, as_code, add)
     # Decision and incident titles the question paraphrases closely.
     qwords = set(words) - STOP
     for key, title in cat.titles:
@@ -159,8 +156,8 @@ def link(cat: Catalog, q: Question, config: LinkConfig, *, names: tuple[list[str
     _link_kinds(cat, q, add)
     return out
 
-def _link_members(cat: Catalog, out: dict[str, Link], raw: list[str], words: list[str], quoted: set[str],
-                  written: set[int], add) -> None:  # type: ignore[no-untyped-def]
+def _link_members(cat: Catalog, out: dict[str, Link], raw: list[str], as_code: set[int],
+                  add) -> None:  # type: ignore[no-untyped-def]
     """"The __init__ method of Tuple", "TerminalReporter's flush method": a member of a type the
     question names is linked by its own word, even one too common to link alone (a dunder); and of
     same-named members, those of the named type are kept and the others dropped."""
@@ -168,9 +165,8 @@ def _link_members(cat: Catalog, out: dict[str, Link], raw: list[str], words: lis
     if not owners:
         return
     members: set[str] = set()
-    for i, word in enumerate(raw):
-        if not (_framed_as_code(words, quoted, i) or IDENT_LIKE.search(word) or i in written):
-            continue
+    for i in as_code:
+        word = raw[i]
         for owner in owners:
             key = f"{owner}.{word}"
             if key in cat.nodes and cat.nodes[key][0] is NodeKind.SYMBOL:
