@@ -153,6 +153,16 @@ def test_the_commit_that_ended_or_began_a_symbol_answers_removal_and_creation(tm
     ("In which version did parse_header go away?", True, True, False),
     ("Which release changed parse_header?", True, False, False),
     ("When did parse_header first appear?", False, False, True),
+    # Behaviour, not history: a present form, a present passive, or the words of a name.
+    ("Is there a function that creates a new field on a class?", False, False, False),
+    ("Which method removes a listener from the bus?", False, False, False),
+    ("What runs when a session is created?", False, False, False),
+    ("Which helpers does `_add_eq` rely on?", False, False, False),
+    ("Add_init() is a method of which type?", False, False, False),
+    ("Which function updates the cache?", False, False, False),
+    # Any form counts when a commit or release is asked for.
+    ("Which release removes parse_header?", True, True, False),
+    ("Which commit adds the retry loop?", False, False, True),
 ])
 def test_change_removal_and_creation_are_read_from_english_words(text: str, change: bool, removal: bool,
                                                                  creation: bool) -> None:

@@ -214,6 +214,14 @@ def test_who_uses_code_asks_for_code() -> None:
     assert parse_question("Who owns the billing service?", REF).answer_kinds[0] is NodeKind.PERSON
 
 
+def test_used_to_and_used_for_give_a_purpose_not_a_relationship() -> None:
+    assert RelType.CALLS in parse_question("Which functions use parse_date?", REF).rel_types
+    assert RelType.CALLS in parse_question("Where is parse_date used by the loader?", REF).rel_types
+    for text in ("Where are the filters used to select rows?", "What is the token cache used for?"):
+        q = parse_question(text, REF)
+        assert RelType.CALLS not in q.rel_types and not q.directions, text
+
+
 # --- indexes kept in step with the graph ------------------------------------------------------------
 
 

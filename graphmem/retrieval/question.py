@@ -40,7 +40,8 @@ _ANSWER_PATTERNS: list[tuple[re.Pattern[str], tuple[NodeKind, ...]]] = [
 ]
 
 # Words that name relationships, and the types they mean.
-_USE = re.compile(r"\bus(?:e|es|ed)\b", re.IGNORECASE)
+# "used to" and "used for" give a purpose ("the helper used to parse dates"), not a user.
+_USE = re.compile(r"\bus(?:e|es|ed)\b(?!\s+(?:to|for)\b)", re.IGNORECASE)
 _REL_WORDS: list[tuple[re.Pattern[str], tuple[RelType, ...]]] = [
     (re.compile(r"\bcall(s|ed|ing|ers?)?\b|\binvok|\breach(es|ed)?\b", re.IGNORECASE), (RelType.CALLS,)),
     (re.compile(r"\bdepend|\bdependen|\bconsum", re.IGNORECASE), (RelType.DEPENDS_ON, RelType.IMPORTS)),
@@ -50,8 +51,6 @@ _REL_WORDS: list[tuple[re.Pattern[str], tuple[RelType, ...]]] = [
     (re.compile(r"\bmembers?\b|\bworks? (on|in)\b|\bteam\b", re.IGNORECASE), (RelType.MEMBER_OF,)),
     (re.compile(r"\bchang|\bmodif|\btouch|\bedit|\bimplement", re.IGNORECASE),
      (RelType.MODIFIED, RelType.CHANGED, RelType.IMPLEMENTS, RelType.REFERENCES)),
-    (re.compile(r"\badded\b|\bremov|\bdelet|\brenam|\bintroduc|\bfirst appear|\bgo(ne)? away\b|\bwent away\b",
-                re.IGNORECASE), (RelType.MODIFIED, RelType.CHANGED)),
     (re.compile(r"\bwrote\b|\bauthor|\bcommitted\b|\blast changed\b", re.IGNORECASE), (RelType.AUTHORED,)),
     (re.compile(r"\bcaus|\btrigger|\bintroduc|\broot cause", re.IGNORECASE), (RelType.CAUSED_BY,)),
     (re.compile(r"\bfix|\bresolv|\bmitigat", re.IGNORECASE), (RelType.RESOLVED_BY, RelType.FIXES, RelType.AUTHORED)),
@@ -61,6 +60,11 @@ _REL_WORDS: list[tuple[re.Pattern[str], tuple[RelType, ...]]] = [
     (re.compile(r"\bmention|\brefer", re.IGNORECASE), (RelType.MENTIONS, RelType.REFERENCES)),
     (re.compile(r"\binherit|\bextend|\bsubclass|\bimplements? the interface", re.IGNORECASE), (RelType.INHERITS,)),
 ]
+
+# Words of a thing's coming and going, which lead to the commits that changed it only when the
+# question reads as history (``_history_words``): "which method removes a listener" describes code.
+_COMING_AND_GOING = (re.compile(r"\badded\b|\bremov|\bdelet|\brenam|\bintroduc|\bfirst appear|\bgo(ne)? away\b"
+                                r"|\bwent away\b", re.IGNORECASE), (RelType.MODIFIED, RelType.CHANGED))
 
 # Agent sessions, read only in a project that holds some (elsewhere "which session" is an HTTP or
 # database session): the answer kind, and the one relationship that joins a session to what it
@@ -108,8 +112,36 @@ _GONE = re.compile(r"\b(go|goes|gone|went) away\b", re.IGNORECASE)
 _APPEARED = re.compile(r"\bfirst (appear|show)", re.IGNORECASE)
 
 
-def _english_words(text: str) -> set[str]:
-    return {w.lower() for w in re.findall(r"[A-Za-z]+", text) if w.islower() or w.istitle()}
+_PRESENT_BE = frozenset({"is", "are", "be", "being", "get", "gets", "getting", "become", "becomes"})
+
+
+def _english_words(text: str) -> list[str]:
+    """The question's plain English words, lower case, in order. A token written as code (with an
+    underscore, a digit, a dot or brackets inside, in backticks, or in camel case: ``_add_eq``,
+    ``Add_init()``, ``removeListener``) is a name, not words."""
+    out = []
+    for token in text.split():
+        word = token.strip("?,.!:;\"'()[]{}")
+        if word.isalpha() and word.isascii() and (word.islower() or word.istitle()):
+            out.append(word.lower())
+        elif word.isalpha() and word.isupper():
+            out.append("")  # an acronym keeps its place (it can stand between a verb and its auxiliary)
+    return out
+
+
+def _history_words(words: list[str], vocabulary: frozenset[str], asks_commit: bool) -> bool:
+    """Whether ``words`` ask about the history of ``vocabulary``'s change: any form of it when the
+    question asks for a commit or release ("which release removes X"), otherwise only a past form
+    that is not a present passive ("when was X removed", "which version dropped X"; not "which
+    function removes listeners" or "what runs when a session is created": those describe behaviour)."""
+    for i, word in enumerate(words):
+        if word not in vocabulary:
+            continue
+        if asks_commit:
+            return True
+        if word.endswith("ed") and not _PRESENT_BE & set(words[max(0, i - 2):i]):
+            return True
+    return False
 
 
 _RELATIVE_STEP = re.compile(r"\bthe\s+(function|method|code|endpoint|handler|service|caller|routine)s?\s+"
@@ -359,9 +391,16 @@ def parse_question(text: str, now: datetime | None = None, *, sessions: bool = F
             found.append((m.start(2) if (m.lastindex or 0) >= 2 else m.start(), kinds))
     # The kind word named first is the answer: "which team owns the service ..." asks for a team.
     q.answer_kinds = min(found, key=lambda item: item[0])[1] if found else ()
+    words = _english_words(text)
+    asks_commit = NodeKind.COMMIT in q.answer_kinds
+    creation = _history_words(words, _CREATION_WORDS, asks_commit) or bool(_APPEARED.search(text))
+    q.asks_removal = _history_words(words, _REMOVAL_WORDS, asks_commit) or bool(_GONE.search(text))
+    q.asks_change = (_history_words(words, _CHANGE_WORDS, asks_commit) or q.asks_removal) and not creation
+    q.asks_creation = creation and not q.asks_removal
+    history = q.asks_change or q.asks_creation
     main = _main_clause(text)
     main_types: set[RelType] = set()
-    for pattern, types in _REL_WORDS + ([_SESSION_REL] if sessions else []):
+    for pattern, types in _REL_WORDS + ([_COMING_AND_GOING] if history else []) + ([_SESSION_REL] if sessions else []):
         if pattern.search(text):
             for t in types:
                 q.rel_types[t] = q.rel_types.get(t, 0.0) + 1.0
@@ -376,11 +415,6 @@ def parse_question(text: str, now: datetime | None = None, *, sessions: bool = F
             q.answer_kinds = _KIND_OF_RELATION.get(rel, q.answer_kinds)
             break
     q.latest_change = bool(_LATEST_CHANGE.search(text))
-    words = _english_words(text)
-    creation = bool(words & _CREATION_WORDS or _APPEARED.search(text))
-    q.asks_removal = bool(words & _REMOVAL_WORDS or _GONE.search(text))
-    q.asks_change = bool(words & _CHANGE_WORDS or q.asks_removal) and not creation
-    q.asks_creation = creation and not q.asks_removal
     q.asks_type = bool(_ASKS_TYPE.search(text))
     if m := _RELATIVE_STEP.search(text):
         verb = m.group(3).lower()
