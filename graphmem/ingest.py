@@ -14,6 +14,7 @@ commit on.
 from __future__ import annotations
 
 import hashlib
+import multiprocessing
 import os
 import re
 import shutil
@@ -152,6 +153,16 @@ def _parse(args: tuple[str, bytes]) -> tuple[dict, int]:
     redacted = {name: _redact_facts(value) for name, value in facts.items()}
     redacted["source"] = source
     return redacted, found
+
+
+def parse_pool(workers: int) -> ProcessPoolExecutor:
+    """Processes that parse files. They come from a fork server, not from this process: a fork of a
+    process with threads (a database driver's, an embedder's) can copy a lock another thread held,
+    and the worker then waits on it for ever. The server imports the parser once, so a worker starts
+    as fast as a fork."""
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["graphmem.ingest"])
+    return ProcessPoolExecutor(max_workers=workers, mp_context=context)
 
 
 def _symbol_ranges(path: str, data: bytes) -> list[tuple[str, int, int]]:
@@ -461,7 +472,7 @@ def ingest(
             contents[path] = (root / path).read_bytes()
     jobs = [(p, contents[p]) for p in to_parse]
     if len(jobs) >= PARALLEL_PARSE_MIN and workers > 1:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
+        with parse_pool(workers) as pool:
             parsed = pool.map(_parse, jobs, chunksize=16)
             for i, ((path, _), (result, found)) in enumerate(zip(jobs, parsed)):
                 cache.put(cache_keys[path], result)

@@ -179,3 +179,31 @@ class TestIngestNeo4j(IngestContract):
     @pytest.fixture
     def make_store(self, neo4j_store_factory: Callable[[str], Any]) -> Callable[[str], Any]:
         return neo4j_store_factory
+
+
+def test_parse_workers_are_not_forks_of_the_ingesting_process(tmp_path: Path) -> None:
+    """A fork copies the locks other threads hold (a driver's, an embedder's), so a worker forked
+    from a busy process can wait for ever; the workers come from a fork server instead, and a
+    parallel ingest through them parses every file."""
+    import os
+
+    from graphmem.ingest import PARALLEL_PARSE_MIN, parse_pool
+    from graphmem.stores.embedded import EmbeddedStore
+
+    with parse_pool(2) as pool:
+        assert pool.submit(os.getppid).result(timeout=60) != os.getpid()
+    repo = tmp_path / "many"
+    (repo / "pkg").mkdir(parents=True)
+    count = PARALLEL_PARSE_MIN + 5
+    for i in range(count):
+        (repo / "pkg" / f"m{i}.py").write_text(f"def f{i}(x):\n    return g{i}(x)\n\n\ndef g{i}(x):\n    return x\n")
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "many modules")
+    store = EmbeddedStore(tmp_path / "home", "many")
+    ingest(repo, store, cache_dir=tmp_path / "cache", workers=2)
+    keys = {n.key for n in store.iter_nodes()}
+    calls = {(r.src, r.dst) for r in store.iter_rels() if r.type is RelType.CALLS}
+    store.close()
+    assert all(f"sym:pkg/m{i}.py::f{i}" in keys for i in range(count))
+    assert all((f"sym:pkg/m{i}.py::f{i}", f"sym:pkg/m{i}.py::g{i}") in calls for i in range(count))
