@@ -19,6 +19,7 @@ DUNDER = "sym:src/builder.py::Builder.__init__"
 ONE_LETTER = "sym:tests/data/shapes.py::S"
 BUILDER = "sym:src/builder.py::Builder"
 OTHER_PRIVATE = "sym:src/runner.py::Runner._eval_snippets"
+FIELD_FN = "sym:src/make.py::field"
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +35,8 @@ def catalog(tmp_path_factory: pytest.TempPathFactory) -> Catalog:
                   Node(ONE_LETTER, "S", prov, {"symbol_kind": "class", "qualname": "S"}),
                   Node(BUILDER, "Builder", prov, {"symbol_kind": "class", "qualname": "Builder"}),
                   Node(OTHER_PRIVATE, "_eval_snippets", prov, {"symbol_kind": "method",
-                                                                "qualname": "Runner._eval_snippets"})], [], [])
+                                                                "qualname": "Runner._eval_snippets"}),
+                  Node(FIELD_FN, "field", prov, {"symbol_kind": "function", "qualname": "field"})], [], [])
     cat = Catalog.build(store)
     store.close()
     return cat
@@ -67,6 +69,12 @@ def test_a_word_written_as_a_name_links_the_symbol(catalog: Catalog, text: str, 
 def test_a_plain_english_word_links_nothing(catalog: Catalog, text: str) -> None:
     assert linked(catalog, text) == set()
 
+
+
+def test_a_code_noun_frames_a_word_only_right_beside_it(catalog: Catalog) -> None:
+    assert FIELD_FN not in linked(catalog, "Is there a function that creates a new field / attribute on a class?")
+    assert FIELD_FN in linked(catalog, "Where is the field function defined?")
+    assert FIELD_FN in linked(catalog, "Where is the `field` attribute helper?")  # quoted
 
 
 def test_a_dunder_method_is_not_linked_by_its_bare_name(catalog: Catalog) -> None:

@@ -94,7 +94,7 @@ def link(cat: Catalog, q: Question, config: LinkConfig, *, names: tuple[list[str
     quoted = _quoted_words(q.text)
     # Words written as code: called, quoted, capitalised inside a sentence, next to a word for code.
     as_code = {i for i in range(len(raw)) if IDENT_LIKE.search(raw[i]) or _written_as_name(q.text, spans, i)
-               or _framed_as_code(words, quoted, i)}
+               or _framed_as_code(q.text, spans, words, quoted, i)}
 
     def link_names(names: dict[tuple[str, ...], set[str]]) -> None:
         for size in range(config.max_name_words, 0, -1):
@@ -246,8 +246,14 @@ def _written_as_name(text: str, spans: list[re.Match[str]], i: int) -> bool:
             and not before.endswith((".", "!", "?", ":")))
 
 
-def _framed_as_code(words: list[str], quoted: set[str], i: int) -> bool:
-    """Whether one lower-case word is used as a name: quoted, or next to a noun for code
-    ("the frozen function", "method close")."""
-    return words[i] in quoted or (i + 1 < len(words) and words[i + 1] in CODE_NOUNS) \
-        or (i > 0 and words[i - 1] in CODE_NOUNS)
+def _framed_as_code(text: str, spans: list[re.Match[str]], words: list[str], quoted: set[str], i: int) -> bool:
+    """Whether one lower-case word is used as a name: quoted, or next to a noun for code ("the
+    frozen function", "method close"), with only spaces or quotes between ("a new field / attribute"
+    joins two nouns; neither names the other)."""
+    def beside(j: int) -> bool:
+        if not 0 <= j < len(words) or words[j] not in CODE_NOUNS:
+            return False
+        lo, hi = sorted((i, j))
+        return not text[spans[lo].end():spans[hi].start()].strip(" `'\"")
+
+    return words[i] in quoted or beside(i + 1) or beside(i - 1)
