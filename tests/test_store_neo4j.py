@@ -257,3 +257,30 @@ def test_a_write_leaves_garbage_collection_as_it_found_it(neo4j_store_factory: C
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_a_read_is_one_round_trip(neo4j_store_factory: Callable[[str], Any]) -> None:
+    """A read statement goes out with its result request in one flush, with no BEGIN or COMMIT
+    of its own (counted at the driver's outbox, the one place every message batch leaves)."""
+    from neo4j._sync.io._bolt._common import Outbox  # the driver's internals: counting only
+
+    from graphmem.model import Node, Provenance
+
+    store = neo4j_store_factory("round-trips")
+    store.upsert([Node("sym:a.py::f", "f", Provenance("a.py", "code"))], [], [])
+    assert store.get_node("sym:a.py::f") is not None  # a connection is open and idle now
+    flushes = []
+    flush = Outbox.flush
+
+    def counted(outbox: Any) -> bool:
+        sent = flush(outbox)
+        flushes.append(sent)
+        return sent
+
+    Outbox.flush = counted  # type: ignore[method-assign]
+    try:
+        found = store.get_nodes(["sym:a.py::f", "sym:a.py::g"])
+    finally:
+        Outbox.flush = flush  # type: ignore[method-assign]
+    assert set(found) == {"sym:a.py::f"}
+    assert sum(map(bool, flushes)) == 1, flushes

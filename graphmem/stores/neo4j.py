@@ -9,7 +9,8 @@ sources assert also has ``sources`` (all of them) and ``multi = true``; a closed
 ``sources = []``. Both ``source_path`` and ``multi`` are indexed, so withdrawing a file finds its
 elements without a scan. Properties are kept few on purpose: write cost grows with their number.
 
-Writes are batched with ``UNWIND`` in managed transactions (the driver retries transient errors);
+Writes are batched with ``UNWIND`` in managed transactions (the driver retries transient errors),
+reads are one auto-commit statement each (one round trip; retried here);
 values always travel as parameters, and the only text spliced into a query is a label or a
 relationship type taken from the model's enums.
 """
@@ -19,6 +20,7 @@ from __future__ import annotations
 import gc
 import hashlib
 import threading
+import time
 import uuid
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -61,6 +63,7 @@ T = TypeVar("T")
 # reads thousands per question) until it changes, as the embedded store does.
 GENERATION = "graph_generation"
 EXPAND_CACHE_LIMIT = 50_000  # nodes whose expansion is kept (emptied when full)
+READ_ATTEMPTS = 3  # tries of one read statement when a failure is retryable
 # Statements whose plan no statistics can change (their lookups go through uniqueness constraints,
 # internal ids or the indexes they name) keep their cached plan: by default Neo4j plans a statement
 # again once the counts it was planned with have moved enough, which a large write does to every
@@ -447,18 +450,36 @@ class Neo4jStore(TraversalMixin):
         except nx.Neo4jError as exc:
             raise StoreError(f"Neo4j refused a graphmem query: {exc.code}: {exc.message}") from exc
 
-    def _read(self, query: str, **params: Any) -> list[dict[str, Any]]:
-        def work(tx: Any) -> list[dict[str, Any]]:
-            return [r.data() for r in tx.run(query, project=self._project, **params)]
+    def _auto_read(self, query: str, rows: Callable[[Any], T], params: dict[str, Any]) -> T:
+        """One read statement as an auto-commit transaction: the statement and its result travel in
+        one round trip, where a managed transaction adds a BEGIN and a COMMIT (a third of a
+        question's round trips). The session's access mode sends it to a cluster's readers; the
+        driver retries only managed transactions, so a retryable failure (a lost connection, a
+        leader change, a transient error) is retried here, a read being safe to repeat."""
+        import neo4j
+        import neo4j.exceptions as nx
 
-        return self._run(False, work)
+        for attempt in range(READ_ATTEMPTS):
+            try:
+                with self.session(default_access_mode=neo4j.READ_ACCESS) as session:
+                    return rows(session.run(query, project=self._project, **params))
+            except (nx.Neo4jError, nx.DriverError) as exc:
+                if attempt + 1 < READ_ATTEMPTS and exc.is_retryable():
+                    time.sleep(0.05 * 2 ** attempt)
+                    continue
+                if isinstance(exc, (nx.ServiceUnavailable, nx.SessionExpired, nx.AuthError)):
+                    raise StoreUnavailable(f"Neo4j is not available: {exc}") from exc
+                if isinstance(exc, nx.Neo4jError):
+                    raise StoreError(f"Neo4j refused a graphmem query: {exc.code}: {exc.message}") from exc
+                raise StoreError(f"Neo4j read failed: {exc}") from exc
+        raise AssertionError("unreachable")
+
+    def _read(self, query: str, **params: Any) -> list[dict[str, Any]]:
+        return self._auto_read(query, lambda result: [r.data() for r in result], params)
 
     def _values(self, query: str, **params: Any) -> list[list[Any]]:
         """Like ``_read``, each row as a list of values (cheaper to decode than a dict)."""
-        def work(tx: Any) -> list[list[Any]]:
-            return [r.values() for r in tx.run(query, project=self._project, **params)]
-
-        return self._run(False, work)
+        return self._auto_read(query, lambda result: [r.values() for r in result], params)
 
     def _batches(self, items: list[T]) -> Iterator[list[T]]:
         """At most ``batch_size`` items each, as even as can be (two writers finish together)."""
