@@ -214,6 +214,16 @@ def test_who_uses_code_asks_for_code() -> None:
     assert parse_question("Who owns the billing service?", REF).answer_kinds[0] is NodeKind.PERSON
 
 
+@pytest.mark.parametrize("text,kinds", [
+    ("What is the reliance of the system-specific environment manager on the platform?", ()),
+    ("What file-level locks does the writer take?", ()),
+    ("What system-wide services call the ledger?", (NodeKind.SERVICE,)),  # the compound's head still counts
+    ("Which services depend on auth?", (NodeKind.SERVICE,)),
+])
+def test_a_kind_word_opening_a_hyphenated_compound_asks_for_nothing(text: str, kinds: tuple[NodeKind, ...]) -> None:
+    assert parse_question(text, REF).answer_kinds == kinds
+
+
 def test_used_to_and_used_for_give_a_purpose_not_a_relationship() -> None:
     assert RelType.CALLS in parse_question("Which functions use parse_date?", REF).rel_types
     assert RelType.CALLS in parse_question("Where is parse_date used by the loader?", REF).rel_types

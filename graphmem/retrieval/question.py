@@ -15,27 +15,28 @@ from datetime import datetime, timedelta, timezone
 
 from graphmem.model import NodeKind, RelType, to_iso
 
-# Words that name what the answer should be ("which team ...", "who ...").
+# Words that name what the answer should be ("which team ...", "who ..."); never the first half of a
+# hyphenated compound ("what is the system-specific manager" asks for no system).
 _ANSWER_PATTERNS: list[tuple[re.Pattern[str], tuple[NodeKind, ...]]] = [
-    (re.compile(r"\b(which|what|list|show|find|name)\b[^?.]{0,25}?\b(teams?)\b", re.IGNORECASE), (NodeKind.TEAM,)),
-    (re.compile(r"\b(which|what|list|show|find|name)\b[^?.]{0,25}?\b(services?|systems?)\b", re.IGNORECASE),
+    (re.compile(r"\b(which|what|list|show|find|name)\b[^?.]{0,25}?\b(teams?)\b(?!-)", re.IGNORECASE), (NodeKind.TEAM,)),
+    (re.compile(r"\b(which|what|list|show|find|name)\b[^?.]{0,25}?\b(services?|systems?)\b(?!-)", re.IGNORECASE),
      (NodeKind.SERVICE,)),
-    (re.compile(r"\b(which|what|list|show|find|name)\b[^?.]{0,25}?\b(commits?|changes?|change ?sets?|releases?|versions?)\b",
-                re.IGNORECASE), (NodeKind.COMMIT,)),
+    (re.compile(r"\b(which|what|list|show|find|name)\b[^?.]{0,25}?"
+                r"\b(commits?|changes?|change ?sets?|releases?|versions?)\b(?!-)", re.IGNORECASE), (NodeKind.COMMIT,)),
     # "when was X added", "when did X go away": the change that did it.
     (re.compile(r"\bwhen\b[^?.]{0,60}?\b(added|introduced|removed|deleted|renamed|changed|modified|rewritten|"
                 r"first appear\w*|go away|went away|dropped)\b", re.IGNORECASE), (NodeKind.COMMIT,)),
-    (re.compile(r"\b(which|what|list|show|find|name)\b[^?.]{0,25}?\b(decisions?|adrs?)\b", re.IGNORECASE),
+    (re.compile(r"\b(which|what|list|show|find|name)\b[^?.]{0,25}?\b(decisions?|adrs?)\b(?!-)", re.IGNORECASE),
      (NodeKind.DECISION,)),
-    (re.compile(r"\b(which|what|list|show|find|name)\b[^?.]{0,25}?\b(incidents?|outages?|postmortems?)\b", re.IGNORECASE),
-     (NodeKind.INCIDENT,)),
-    (re.compile(r"\b(which|what|list|show|find|name)\b[^?.]{0,25}?\b(files?|modules?)\b", re.IGNORECASE),
+    (re.compile(r"\b(which|what|list|show|find|name)\b[^?.]{0,25}?\b(incidents?|outages?|postmortems?)\b(?!-)",
+                re.IGNORECASE), (NodeKind.INCIDENT,)),
+    (re.compile(r"\b(which|what|list|show|find|name)\b[^?.]{0,25}?\b(files?|modules?)\b(?!-)", re.IGNORECASE),
      (NodeKind.FILE, NodeKind.SYMBOL)),
     (re.compile(r"\b(which|what|list|show|find|name|all)\b[^?.]{0,30}?\b(code|functions?|methods?|classes|class|"
-                r"endpoints?|handlers?|symbols?|callers?|callees?|types?|interfaces?|structs?|helpers?)\b",
+                r"endpoints?|handlers?|symbols?|callers?|callees?|types?|interfaces?|structs?|helpers?)\b(?!-)",
                 re.IGNORECASE), (NodeKind.SYMBOL, NodeKind.FILE)),
     (re.compile(r"\bwho\b", re.IGNORECASE), (NodeKind.PERSON, NodeKind.TEAM)),
-    (re.compile(r"\b(which|what)\b[^?.]{0,20}?\b(people|persons?|engineers?|developers?|authors?)\b", re.IGNORECASE),
+    (re.compile(r"\b(which|what)\b[^?.]{0,20}?\b(people|persons?|engineers?|developers?|authors?)\b(?!-)", re.IGNORECASE),
      (NodeKind.PERSON,)),
 ]
 
@@ -69,7 +70,7 @@ _COMING_AND_GOING = (re.compile(r"\badded\b|\bremov|\bdelet|\brenam|\bintroduc|\
 # Agent sessions, read only in a project that holds some (elsewhere "which session" is an HTTP or
 # database session): the answer kind, and the one relationship that joins a session to what it
 # read, edited, committed or named.
-_SESSION_ANSWER = (re.compile(r"\b(which|what|list|show|find|name)\b[^?.]{0,25}?\b(sessions?|transcripts?)\b",
+_SESSION_ANSWER = (re.compile(r"\b(which|what|list|show|find|name)\b[^?.]{0,25}?\b(sessions?|transcripts?)\b(?!-)",
                               re.IGNORECASE), (NodeKind.SESSION,))
 _SESSION_REL = (re.compile(r"\bsessions?\b|\btranscripts?\b", re.IGNORECASE), (RelType.TOUCHED,))
 
