@@ -214,6 +214,13 @@ def test_who_uses_code_asks_for_code() -> None:
     assert parse_question("Who owns the billing service?", REF).answer_kinds[0] is NodeKind.PERSON
 
 
+def test_implement_leads_through_commits_only_beside_a_decision() -> None:
+    assert RelType.MODIFIED in parse_question("What code implements ADR-5?", REF).rel_types
+    assert RelType.MODIFIED in parse_question("Which decision replaced it, and what code implements it?", REF).rel_types
+    q = parse_question("Why does the loader implement its helper as a static method?", REF)
+    assert not q.rel_types
+
+
 @pytest.mark.parametrize("text,kinds", [
     ("What is the reliance of the system-specific environment manager on the platform?", ()),
     ("What file-level locks does the writer take?", ()),

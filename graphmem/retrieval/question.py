@@ -40,6 +40,7 @@ _ANSWER_PATTERNS: list[tuple[re.Pattern[str], tuple[NodeKind, ...]]] = [
      (NodeKind.PERSON,)),
 ]
 
+_DECISION_WORDS = re.compile(r"\bdecid|\bdecision|\badr\b", re.IGNORECASE)
 # Words that name relationships, and the types they mean.
 # "used to" and "used for" give a purpose ("the helper used to parse dates"), not a user.
 _USE = re.compile(r"\bus(?:e|es|ed)\b(?!\s+(?:to|for)\b)", re.IGNORECASE)
@@ -50,12 +51,12 @@ _REL_WORDS: list[tuple[re.Pattern[str], tuple[RelType, ...]]] = [
     (re.compile(r"\bimport", re.IGNORECASE), (RelType.IMPORTS,)),
     (re.compile(r"\bown(s|ed|er|ers|ership)?\b|\bresponsible\b|\bmaintain", re.IGNORECASE), (RelType.OWNS,)),
     (re.compile(r"\bmembers?\b|\bworks? (on|in)\b|\bteam\b", re.IGNORECASE), (RelType.MEMBER_OF,)),
-    (re.compile(r"\bchang|\bmodif|\btouch|\bedit|\bimplement", re.IGNORECASE),
+    (re.compile(r"\bchang|\bmodif|\btouch|\bedit", re.IGNORECASE),
      (RelType.MODIFIED, RelType.CHANGED, RelType.IMPLEMENTS, RelType.REFERENCES)),
     (re.compile(r"\bwrote\b|\bauthor|\bcommitted\b|\blast changed\b", re.IGNORECASE), (RelType.AUTHORED,)),
     (re.compile(r"\bcaus|\btrigger|\bintroduc|\broot cause", re.IGNORECASE), (RelType.CAUSED_BY,)),
     (re.compile(r"\bfix|\bresolv|\bmitigat", re.IGNORECASE), (RelType.RESOLVED_BY, RelType.FIXES, RelType.AUTHORED)),
-    (re.compile(r"\bdecid|\bdecision|\badr\b", re.IGNORECASE), (RelType.DECIDED, RelType.IMPLEMENTS, RelType.REFERENCES)),
+    (_DECISION_WORDS, (RelType.DECIDED, RelType.IMPLEMENTS, RelType.REFERENCES)),
     (re.compile(r"\bsupersed|\breplac|\bin force\b|\bobsolete", re.IGNORECASE), (RelType.SUPERSEDES,)),
     (re.compile(r"\bfail|\bbroke|\bhit\b|\baffect|\boutage", re.IGNORECASE), (RelType.AFFECTED, RelType.CAUSED_BY)),
     (re.compile(r"\bmention|\brefer", re.IGNORECASE), (RelType.MENTIONS, RelType.REFERENCES)),
@@ -67,6 +68,11 @@ _REL_WORDS: list[tuple[re.Pattern[str], tuple[RelType, ...]]] = [
 _COMING_AND_GOING = (re.compile(r"\badded\b|\bremov|\bdelet|\brenam|\bintroduc|\bfirst appear|\bgo(ne)? away\b"
                                 r"|\bwent away\b", re.IGNORECASE), (RelType.MODIFIED, RelType.CHANGED))
 
+# Code implements a decision through the commits that changed it ("what code implements ADR-5");
+# without a decision in the question, "implement" describes code ("why does X implement Y as a
+# static method") and leads nowhere in the graph.
+_IMPLEMENT = (re.compile(r"\bimplement", re.IGNORECASE),
+              (RelType.MODIFIED, RelType.CHANGED, RelType.IMPLEMENTS, RelType.REFERENCES))
 # Agent sessions, read only in a project that holds some (elsewhere "which session" is an HTTP or
 # database session): the answer kind, and the one relationship that joins a session to what it
 # read, edited, committed or named.
@@ -401,7 +407,9 @@ def parse_question(text: str, now: datetime | None = None, *, sessions: bool = F
     history = q.asks_change or q.asks_creation
     main = _main_clause(text)
     main_types: set[RelType] = set()
-    for pattern, types in _REL_WORDS + ([_COMING_AND_GOING] if history else []) + ([_SESSION_REL] if sessions else []):
+    patterns = (_REL_WORDS + ([_COMING_AND_GOING] if history else [])
+                + ([_IMPLEMENT] if _DECISION_WORDS.search(text) else []) + ([_SESSION_REL] if sessions else []))
+    for pattern, types in patterns:
         if pattern.search(text):
             for t in types:
                 q.rel_types[t] = q.rel_types.get(t, 0.0) + 1.0
