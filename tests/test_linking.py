@@ -52,6 +52,8 @@ def linked(cat: Catalog, text: str) -> set[str]:
     ("Jump to Integer in the fields code.", INTEGER),  # capitalised inside a sentence
     ("Where does the `service` function live?", SERVICE_FN),  # quoted, and next to a code noun
     ("What does _eval_snippets call?", PRIVATE_METHOD),  # a private method by its own name
+    ("Which functions call service?", SERVICE_FN),  # the object of a verb only code takes
+    ("Which helpers are called by service?", SERVICE_FN),
 ])
 def test_a_word_written_as_a_name_links_the_symbol(catalog: Catalog, text: str, key: str) -> None:
     assert key in linked(catalog, text)

@@ -246,14 +246,21 @@ def _written_as_name(text: str, spans: list[re.Match[str]], i: int) -> bool:
             and not before.endswith((".", "!", "?", ":")))
 
 
+# Verbs whose object is code: only code calls or invokes ("which functions call evolve").
+CALL_VERBS = frozenset({"call", "calling", "invoke", "invoking"})
+
+
 def _framed_as_code(text: str, spans: list[re.Match[str]], words: list[str], quoted: set[str], i: int) -> bool:
-    """Whether one lower-case word is used as a name: quoted, or next to a noun for code ("the
-    frozen function", "method close"), with only spaces or quotes between ("a new field / attribute"
+    """Whether one lower-case word is used as a name: quoted, next to a noun for code ("the frozen
+    function", "method close"), or the object of a verb only code takes ("which functions call
+    evolve", "called by render"), with only spaces or quotes between ("a new field / attribute"
     joins two nouns; neither names the other)."""
-    def beside(j: int) -> bool:
-        if not 0 <= j < len(words) or words[j] not in CODE_NOUNS:
+    def beside(j: int, frame: frozenset[str]) -> bool:
+        if not 0 <= j < len(words) or words[j] not in frame:
             return False
         lo, hi = sorted((i, j))
         return not text[spans[lo].end():spans[hi].start()].strip(" `'\"")
 
-    return words[i] in quoted or beside(i + 1) or beside(i - 1)
+    called_by = i >= 2 and words[i - 2] in ("called", "invoked") and beside(i - 1, frozenset({"by"}))
+    return (words[i] in quoted or beside(i + 1, CODE_NOUNS) or beside(i - 1, CODE_NOUNS) or beside(i - 1, CALL_VERBS)
+            or called_by)
