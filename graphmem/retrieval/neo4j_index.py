@@ -287,7 +287,7 @@ class Neo4jIndexes(LazyEmbedder):
             values = self.fields([chunks[r["id"]] for r in part], report, progress)
             batch = [{"id": r["id"], "node_key": r["node_key"], "text": r["text"], **v} for r, v in zip(part, values)]
             statement = _BACKFILL % {"label": vector_label(self.store.project)}
-            self.store._run(True, lambda tx, batch=batch: tx.run(statement, project=self.store.project,
+            self.store._write(lambda tx, batch=batch: tx.run(statement, project=self.store.project,
                                                                  rows=batch).consume())
         self._count = None
         report.seconds = time.perf_counter() - started

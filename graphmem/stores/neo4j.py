@@ -100,6 +100,18 @@ def _edges(rows: list[Any]) -> list[Edge]:
     return list(seen.values())
 
 
+def _store_error(exc: Exception) -> StoreError:
+    """The graphmem error for a driver failure: the server unreachable (or refusing the login), or
+    a query it refused."""
+    import neo4j.exceptions as nx
+
+    if isinstance(exc, (nx.ServiceUnavailable, nx.SessionExpired, nx.AuthError)):
+        return StoreUnavailable(f"Neo4j is not available: {exc}")
+    if isinstance(exc, nx.Neo4jError):
+        return StoreError(f"Neo4j refused a graphmem query: {exc.code}: {exc.message}")
+    return StoreError(f"Neo4j failed: {exc}")
+
+
 def _valid(var: str, as_of: str | None) -> str:
     """Cypher condition: ``var`` valid at ``$as_of`` (open, when there is no ``as_of``)."""
     if as_of is None:
@@ -438,17 +450,15 @@ class Neo4jStore(TraversalMixin):
         """A driver session on the store's database that carries the process's bookmarks."""
         return self._driver.session(database=self._database, bookmark_manager=self._bookmarks, **kw)
 
-    def _run(self, write: bool, work: Callable[[Any], Any]) -> Any:
-        """Run ``work(tx)`` in a managed transaction (retried by the driver on transient errors)."""
+    def _write(self, work: Callable[[Any], Any]) -> Any:
+        """Run ``work(tx)`` in a managed write transaction (retried by the driver on transient errors)."""
         import neo4j.exceptions as nx
 
         try:
             with self.session() as session:
-                return (session.execute_write if write else session.execute_read)(work)
-        except (nx.ServiceUnavailable, nx.SessionExpired, nx.AuthError) as exc:
-            raise StoreUnavailable(f"Neo4j is not available: {exc}") from exc
-        except nx.Neo4jError as exc:
-            raise StoreError(f"Neo4j refused a graphmem query: {exc.code}: {exc.message}") from exc
+                return session.execute_write(work)
+        except (nx.Neo4jError, nx.DriverError) as exc:
+            raise _store_error(exc) from exc
 
     def _auto_read(self, query: str, rows: Callable[[Any], T], params: dict[str, Any]) -> T:
         """One read statement as an auto-commit transaction: the statement and its result travel in
@@ -467,11 +477,7 @@ class Neo4jStore(TraversalMixin):
                 if attempt + 1 < READ_ATTEMPTS and exc.is_retryable():
                     time.sleep(0.05 * 2 ** attempt)
                     continue
-                if isinstance(exc, (nx.ServiceUnavailable, nx.SessionExpired, nx.AuthError)):
-                    raise StoreUnavailable(f"Neo4j is not available: {exc}") from exc
-                if isinstance(exc, nx.Neo4jError):
-                    raise StoreError(f"Neo4j refused a graphmem query: {exc.code}: {exc.message}") from exc
-                raise StoreError(f"Neo4j read failed: {exc}") from exc
+                raise _store_error(exc) from exc
         raise AssertionError("unreachable")
 
     def _read(self, query: str, **params: Any) -> list[dict[str, Any]]:
@@ -528,7 +534,7 @@ class Neo4jStore(TraversalMixin):
                 before = self._values(_GENERATION_NOW, name=GENERATION)[0][0]
             self._pipeline(self._write_jobs(batch, at, summary, {}, before))
         finally:  # after the writes (even some of them): a reader keeping older expansions drops them
-            self._run(True, lambda tx: self._bump(tx, chunks=bool(batch.chunks)))
+            self._write(lambda tx: self._bump(tx, chunks=bool(batch.chunks)))
         return summary
 
     def _bump(self, tx: Any, *, chunks: bool = False) -> str:
@@ -742,7 +748,7 @@ class Neo4jStore(TraversalMixin):
                         settle([f for f, j in running.items() if j.lanes & job.lanes])
                     while len(running) >= self._writers:
                         settle(list(running), FIRST_COMPLETED)
-                    running[pool.submit(self._run, True, job.work)] = job
+                    running[pool.submit(self._write, job.work)] = job
                 settle(list(running))
             except BaseException:
                 for future in running:
@@ -770,7 +776,7 @@ class Neo4jStore(TraversalMixin):
             self._bump(tx)
             return n, r
 
-        summary.nodes, summary.rels = self._run(True, work)
+        summary.nodes, summary.rels = self._write(work)
         return summary
 
     def close_sources(self, paths: Iterable[str], *, at: str | None = None, keep: Keep | None = None) -> WriteSummary:
@@ -845,7 +851,7 @@ class Neo4jStore(TraversalMixin):
                 keep=sorted(keep.chunks)).single()["c"]
             self._bump(tx, chunks=summary.removed_chunks > 0)
 
-        self._run(True, work)
+        self._write(work)
         return summary
 
     # --- reads ----------------------------------------------------------------------------------
@@ -1011,7 +1017,7 @@ class Neo4jStore(TraversalMixin):
             tx.run("""UNWIND $rows AS row MERGE (m:GraphmemMeta {project: $project, name: row.name})
                       SET m.value = row.value""", project=self._project, rows=rows).consume()
 
-        self._run(True, work)
+        self._write(work)
 
     def source_states(self) -> dict[str, str]:
         rows = self._read("MATCH (s:GraphmemSource {project: $project}) RETURN s.path AS p, s.hash AS h")
@@ -1028,7 +1034,7 @@ class Neo4jStore(TraversalMixin):
                 tx.run("""UNWIND $rows AS row MERGE (s:GraphmemSource {project: $project, path: row.path})
                           SET s.hash = row.hash""", project=self._project, rows=part).consume()
 
-        self._run(True, work)
+        self._write(work)
 
     def drop_project(self) -> None:
         with self._cache_lock:
@@ -1037,7 +1043,7 @@ class Neo4jStore(TraversalMixin):
             session.run(f"DROP INDEX {vector_index_name(self._project)} IF EXISTS").consume()
         for label in (NODE_LABEL, "Chunk", "GraphmemMeta", "GraphmemSource"):
             while True:
-                deleted = self._run(True, lambda tx, lb=label: tx.run(
+                deleted = self._write(lambda tx, lb=label: tx.run(
                     f"MATCH (n:`{lb}` {{project: $project}}) WITH n LIMIT 10000 DETACH DELETE n RETURN count(*) AS c",
                     project=self._project).single()["c"])
                 if not deleted:

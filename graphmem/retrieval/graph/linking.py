@@ -246,8 +246,11 @@ def _written_as_name(text: str, spans: list[re.Match[str]], i: int) -> bool:
             and not before.endswith((".", "!", "?", ":")))
 
 
-# Verbs whose object is code: only code calls or invokes ("which functions call evolve").
+# Verbs whose object is code: only code calls or invokes ("which functions call evolve"), and
+# their passives' agent ("called by render").
 CALL_VERBS = frozenset({"call", "calling", "invoke", "invoking"})
+_CALLED = frozenset({"called", "invoked"})
+_BY = frozenset({"by"})
 
 
 def _framed_as_code(text: str, spans: list[re.Match[str]], words: list[str], quoted: set[str], i: int) -> bool:
@@ -261,6 +264,5 @@ def _framed_as_code(text: str, spans: list[re.Match[str]], words: list[str], quo
         lo, hi = sorted((i, j))
         return not text[spans[lo].end():spans[hi].start()].strip(" `'\"")
 
-    called_by = i >= 2 and words[i - 2] in ("called", "invoked") and beside(i - 1, frozenset({"by"}))
     return (words[i] in quoted or beside(i + 1, CODE_NOUNS) or beside(i - 1, CODE_NOUNS) or beside(i - 1, CALL_VERBS)
-            or called_by)
+            or (i >= 2 and words[i - 2] in _CALLED and beside(i - 1, _BY)))
