@@ -143,6 +143,51 @@ def test_a_model_trained_before_a_feature_was_added_reads_its_own_columns() -> N
     assert not np.allclose(FusionModel.from_dict(older).score(x), load_model(FusionConfig().model).score(x))
 
 
+def test_text_agreement_and_description_features() -> None:
+    names = feature_names()
+    cands = {"sym:a.py::f": CandidateSignals(ranks={"bm25": 2, "vector": 4, "graph": 1}, named=True),
+             "sym:a.py::g": CandidateSignals(ranks={"bm25": 1})}
+    describing = QuestionSignals(named=1, words=30, anchored=True)
+    x = matrix(describing, list(cands), cands)
+    assert x[:, names.index("text_agree")].tolist() == [0.25, 0.0]  # the weaker of the two text lists
+    assert x[:, names.index("text_agree_x_anchored")].tolist() == [0.25, 0.0]
+    assert x[:, names.index("describes")].tolist() == [1.0, 1.0]  # long: saturated
+    assert x[:, names.index("named_x_describes")].tolist() == [1.0, 0.0]
+    assert x[:, names.index("graph_rr_x_describes")].tolist() == [1.0, 0.0]
+    short = matrix(QuestionSignals(named=1, words=6), list(cands), cands)
+    assert short[0, names.index("describes")] == pytest.approx(0.25)
+    # A question that asks for a relationship describes nothing, whatever its length.
+    asking = matrix(QuestionSignals(named=1, words=30, relations=frozenset({"CALLS"})), list(cands), cands)
+    assert asking[:, names.index("describes")].tolist() == [0.0, 0.0]
+    assert asking[:, names.index("named_x_describes")].tolist() == [0.0, 0.0]
+
+
+def test_leave_one_source_out_trains_without_the_held_out_questions() -> None:
+    from eval.train_fusion import Row, cross_validate, first_gold
+
+    assert first_gold(np.array([0.1, 0.9, 0.5]), np.array([False, False, True])) == 2
+    assert first_gold(np.array([0.1, 0.9]), np.array([False, False])) is None
+    rng = np.random.default_rng(1)
+    n = len(feature_names())
+
+    def row(source: str, signal: int) -> Row:
+        x = rng.random((6, n)).astype(np.float32)
+        labels = np.zeros(6, dtype=bool)
+        labels[3] = True
+        x[3, signal] += 2.0  # the gold candidate stands out on the source's own feature
+        return Row(x, labels, "walk", source, "concept")
+
+    # Two sources agree on which feature marks the gold, a third uses another: held out, the
+    # agreeing ones are ranked by what the other taught, the odd one is not.
+    rows = [row("a", 0) for _ in range(20)] + [row("b", 0) for _ in range(20)] + [row("c", 5) for _ in range(20)]
+    report = cross_validate(rows, ["a", "c"], set(), 0.1)
+    lines = {line.split()[0]: line.split() for line in report.splitlines()[2:]}
+    assert lines["all"][1] == "40" and lines["concept"][1] == "40"
+    held_a = cross_validate(rows, ["a"], set(), 0.1).splitlines()[2].split()
+    held_c = cross_validate(rows, ["c"], set(), 0.1).splitlines()[2].split()
+    assert float(held_a[3]) == 1.0 and float(held_c[3]) < 0.9
+
+
 def test_a_model_for_other_features_or_malformed_is_refused(tmp_path: Path) -> None:
     good = load_model(FusionConfig().model).as_dict()
     stale = dict(good, features=good["features"][:-1] + ["something_else"])

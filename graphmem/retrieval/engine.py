@@ -104,7 +104,8 @@ class Candidates:
         qs = QuestionSignals(asks_kind=bool(q.answer_kinds), anchored=bool(g and g.anchored),
                              layer=bool(g and g.layer), named=sum(1 for lk in linked.values() if lk.named),
                              relations=frozenset(t.value for t in q.rel_types),
-                             main_relations=frozenset(t.value for t in q.main_rel_types), directed=bool(q.directions))
+                             main_relations=frozenset(t.value for t in q.main_rel_types), directed=bool(q.directions),
+                             words=q.words)
         directions = {t.value: end for t, end in q.directions.items()}
         answer = set(q.answer_kinds)
         out: dict[str, CandidateSignals] = {}

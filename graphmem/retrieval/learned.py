@@ -36,6 +36,7 @@ MODELS = Path(__file__).resolve().parent / "models"
 FORMAT = 3
 READABLE_FORMATS = (2, 3)  # format 2: linear rankers only, without a "type"
 PATHS = ("walk", "layer")
+WORDS_CAP = 24  # question length (plain words) at which the length features saturate
 
 
 @dataclass(slots=True)
@@ -49,6 +50,7 @@ class QuestionSignals:
     relations: frozenset[str] = frozenset()  # relationship types the question names
     main_relations: frozenset[str] = frozenset()  # ... in its main clause (what leads to the answer)
     directed: bool = False  # the question reads a relationship with a direction ("what calls X")
+    words: int = 0  # plain English words of the question (names written as code left out)
 
 
 @dataclass(slots=True)
@@ -81,6 +83,7 @@ def feature_names() -> list[str]:
               "bridged_x_graph_rr"]
     names += [f"is_{k.value}" for k in KIND_FEATURES]
     names += ["named_plain", "in_tests"]
+    names += ["text_agree", "text_agree_x_anchored", "describes", "named_x_describes", "graph_rr_x_describes"]
     return names
 
 
@@ -115,8 +118,17 @@ def key_features(q: QuestionSignals, c: CandidateSignals, key: str) -> list[floa
     """Features of the candidate's kind and place: its kind, whether the question names it without
     asking for a relationship (then it is the answer: "where is X defined"), whether it is test code."""
     kind = kind_of(key)
+    # Both text lists ranking a candidate high is evidence no single list gives; a long question
+    # that names a node mostly describes something else (the named node is its context: "what code
+    # tests whether this Option has a long name"), where a short one asks for the node itself.
+    text_agree = min(1.0 / c.ranks["bm25"] if c.ranks.get("bm25") else 0.0,
+                     1.0 / c.ranks["vector"] if c.ranks.get("vector") else 0.0)
+    words = min(q.words, WORDS_CAP) / WORDS_CAP
+    describes = words * (not q.relations and not q.directed)  # a long question that asks no relationship
+    graph_rr = 1.0 / c.ranks["graph"] if c.ranks.get("graph") else 0.0
     return [1.0 if kind is k else 0.0 for k in KIND_FEATURES] + [
-        float(c.named and not q.relations and not q.directed), float(is_test_path(path_of_key(key) or ""))]
+        float(c.named and not q.relations and not q.directed), float(is_test_path(path_of_key(key) or "")),
+        text_agree, text_agree * q.anchored, describes, float(c.named) * describes, graph_rr * describes]
 
 
 def matrix(q: QuestionSignals, keys: Sequence[str], cands: Mapping[str, CandidateSignals]) -> np.ndarray:

@@ -231,6 +231,7 @@ class Question:
     tickets: tuple[str, ...] = ()
     shas: tuple[str, ...] = ()
     time: TimeFilter = field(default_factory=TimeFilter)
+    words: int = 0  # plain English words (names written as code are not words)
 
     def as_dict(self) -> dict[str, object]:
         return {"answer_kinds": [k.value for k in self.answer_kinds],
@@ -399,6 +400,7 @@ def parse_question(text: str, now: datetime | None = None, *, sessions: bool = F
     # The kind word named first is the answer: "which team owns the service ..." asks for a team.
     q.answer_kinds = min(found, key=lambda item: item[0])[1] if found else ()
     words = _english_words(text)
+    q.words = sum(1 for w in words if w)
     asks_commit = NodeKind.COMMIT in q.answer_kinds
     creation = _history_words(words, _CREATION_WORDS, asks_commit) or bool(_APPEARED.search(text))
     q.asks_removal = _history_words(words, _REMOVAL_WORDS, asks_commit) or bool(_GONE.search(text))
