@@ -24,7 +24,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -38,6 +38,7 @@ from graphmem.retrieval.config import preset
 from graphmem.retrieval.learned import PATHS, FusionModel, LinearRanker, TreeRanker, feature_names, matrix
 
 OUT = Path(__file__).resolve().parents[1] / "graphmem" / "retrieval" / "models" / "fusion-v6.json"
+SCALE_FLOOR = 0.1
 L2 = 0.1  # chosen by --cv: weaker penalties fitted the held-out repositories better than 1.0
 SYNTHETIC_SEED, SYNTHETIC_SIZE, SYNTHETIC_NOW = 1, "default", "2026-06-01"
 
@@ -117,12 +118,24 @@ def musique_dev(work: Path) -> Iterator[tuple[str, Graphmem, list[dict[str, Any]
     yield "musique-dev", gm, public.split_questions(ds.questions, "dev"), None
 
 
-def fit(groups: list[tuple[np.ndarray, np.ndarray]], l2: float = L2) -> LinearRanker:
-    """Standardise, then minimise the pairwise logistic loss (mean over questions) plus ``l2 |w|^2``."""
+def kind_columns() -> list[int]:
+    """Columns of the features that say only what kind of node a candidate is."""
+    return [i for i, name in enumerate(feature_names()) if name.startswith("is_")]
+
+
+def fit(groups: list[tuple[np.ndarray, np.ndarray]], l2: float = L2, floored: Sequence[int] = ()) -> LinearRanker:
+    """Standardise, then minimise the pairwise logistic loss (mean over questions) plus ``l2 |w|^2``.
+
+    The ``floored`` columns keep ``SCALE_FLOOR`` under their scale: a node kind one path's
+    questions almost never reach, standardised by its tiny deviation, would outweigh every other
+    feature whenever such a node appears. (Rare evidence about the question, such as a passage
+    reached as the next hop, is not floored: its rarity is what it says.)"""
     allx = np.vstack([x for x, _ in groups]).astype(np.float64)
     mean = allx.mean(axis=0)
     scale = allx.std(axis=0)
     scale[scale < 1e-6] = 1.0
+    if len(floored):
+        scale[list(floored)] = np.maximum(scale[list(floored)], SCALE_FLOOR)
     diffs, weights = [], []
     for x, y in groups:
         z = (x - mean) / scale
@@ -205,7 +218,7 @@ def fit_rankers(rows: list[Row], trees: set[str], l2: float, per_path: bool = Tr
     for path in PATHS if per_path else ("walk",):
         part = [(r.x, r.labels) for r in rows if path == "walk" or r.path == path]
         if part:
-            rankers[path] = fit_trees(part) if path in trees else fit(part, l2)
+            rankers[path] = fit_trees(part) if path in trees else fit(part, l2, kind_columns())
     return rankers
 
 

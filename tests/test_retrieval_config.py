@@ -162,6 +162,27 @@ def test_text_agreement_and_description_features() -> None:
     assert asking[:, names.index("named_x_describes")].tolist() == [0.0, 0.0]
 
 
+def test_a_kind_almost_never_seen_in_training_cannot_dominate() -> None:
+    from eval.train_fusion import SCALE_FLOOR, fit
+
+    rng = np.random.default_rng(2)
+    groups = []
+    for i in range(60):
+        x = rng.random((5, 3))
+        x[:, 2] = 0.0
+        labels = np.zeros(5, dtype=bool)
+        labels[int(np.argmax(x[:, 0]))] = True  # feature 0 decides
+        if i == 0:
+            x[labels, 2] = 1.0  # feature 2 appears once, on a gold candidate
+        groups.append((x, labels))
+    ranker = fit(groups, 0.1, floored=[2])
+    assert ranker.scale[2] >= SCALE_FLOOR
+    assert fit(groups, 0.1).scale[2] < SCALE_FLOOR  # not floored unless asked
+    probe = np.array([[0.9, 0.5, 0.0], [0.1, 0.5, 1.0]])  # the rare feature must not outrank feature 0
+    scores = ranker.score(probe)
+    assert scores[0] > scores[1]
+
+
 def test_leave_one_source_out_trains_without_the_held_out_questions() -> None:
     from eval.train_fusion import Row, cross_validate, first_gold
 
