@@ -233,8 +233,8 @@ def cross_validate(rows: list[Row], held: list[str], trees: set[str], l2: float,
     """Leave one source out: for each of ``held``, fit on every other row and order that source's
     questions by the fitted rankers. Reports, per question type and overall, the share of questions
     with a gold candidate in the first 5 and the mean reciprocal rank of the first (0 below 10).
-    The floor and the demotion of subjects are not applied, so the figures compare rankers rather
-    than predict ``hybrid``'s."""
+    The fused list's floor (``FusionConfig.floor_top``) and the demotion of subjects are not
+    applied, so the figures compare rankers rather than predict ``hybrid``'s."""
     places: dict[str, list[int | None]] = {}
     for source in held:
         rankers = fit_rankers([r for r in rows if r.source != source], trees, l2, per_path)

@@ -118,22 +118,28 @@ def key_features(q: QuestionSignals, c: CandidateSignals, key: str) -> list[floa
     """Features of the candidate's kind and place: its kind, whether the question names it without
     asking for a relationship (then it is the answer: "where is X defined"), whether it is test code."""
     kind = kind_of(key)
-    # Both text lists ranking a candidate high is evidence no single list gives; a long question
-    # that names a node mostly describes something else (the named node is its context: "what code
-    # tests whether this Option has a long name"), where a short one asks for the node itself.
+    return [1.0 if kind is k else 0.0 for k in KIND_FEATURES] + [
+        float(c.named and not q.relations and not q.directed), float(is_test_path(path_of_key(key) or ""))]
+
+
+def agreement_features(q: QuestionSignals, c: CandidateSignals) -> list[float]:
+    """How high both text lists place the candidate, and how much the question describes.
+
+    Both text lists ranking a candidate high is evidence no single list gives. A long question
+    that names a node and asks for no relationship mostly describes something else (the named node
+    is its context: "what code tests whether this Option has a long name"), where a short one asks
+    for the node itself."""
     text_agree = min(1.0 / c.ranks["bm25"] if c.ranks.get("bm25") else 0.0,
                      1.0 / c.ranks["vector"] if c.ranks.get("vector") else 0.0)
-    words = min(q.words, WORDS_CAP) / WORDS_CAP
-    describes = words * (not q.relations and not q.directed)  # a long question that asks no relationship
+    describes = min(q.words, WORDS_CAP) / WORDS_CAP * (not q.relations and not q.directed)
     graph_rr = 1.0 / c.ranks["graph"] if c.ranks.get("graph") else 0.0
-    return [1.0 if kind is k else 0.0 for k in KIND_FEATURES] + [
-        float(c.named and not q.relations and not q.directed), float(is_test_path(path_of_key(key) or "")),
-        text_agree, text_agree * q.anchored, describes, float(c.named) * describes, graph_rr * describes]
+    return [text_agree, text_agree * q.anchored, describes, float(c.named) * describes, graph_rr * describes]
 
 
 def matrix(q: QuestionSignals, keys: Sequence[str], cands: Mapping[str, CandidateSignals]) -> np.ndarray:
     """Feature rows of ``keys`` (float32)."""
-    rows = [features(q, cands[key]) + key_features(q, cands[key], key) for key in keys]
+    rows = [features(q, cands[key]) + key_features(q, cands[key], key) + agreement_features(q, cands[key])
+            for key in keys]
     return np.asarray(rows, dtype=np.float32).reshape(len(keys), len(feature_names()))
 
 
