@@ -179,10 +179,17 @@ def _download_cache() -> Path:
 def local_jar(model: MavenModel = BGE_SMALL) -> Path | None:
     """A copy of the model's jar on this machine with the pinned sha256: the local Maven repository's
     (``$GRAPHMEM_MAVEN_LOCAL`` or ``~/.m2/repository``), else the one an earlier install downloaded."""
+    found = _local_jar_bytes(model)
+    return found[0] if found else None
+
+
+def _local_jar_bytes(model: MavenModel) -> tuple[Path, bytes] | None:
     m2 = Path(os.environ.get("GRAPHMEM_MAVEN_LOCAL") or Path.home() / ".m2" / "repository")
     for path in (m2 / model.jar_path(), _download_cache() / model.jar_name):
-        if path.is_file() and _sha256(path.read_bytes()) == model.sha256:
-            return path
+        if path.is_file():
+            data = path.read_bytes()
+            if _sha256(data) == model.sha256:
+                return path, data
     return None
 
 
@@ -200,9 +207,9 @@ def _jar_bytes(model: MavenModel, jar: Path | None, say: Callable[[str], None]) 
         if _sha256(data) != model.sha256:
             raise ModelError(f"{jar} is not {model.coordinates} (its sha256 differs): refusing it")
         return data
-    found = local_jar(model)
+    found = _local_jar_bytes(model)  # read once: the jar is 78 MB
     if found is not None:
-        return found.read_bytes()
+        return found[1]
     url = f"{os.environ.get('GRAPHMEM_MAVEN_URL', MAVEN_CENTRAL).rstrip('/')}/{model.jar_path()}"
     say(f"downloading {url}")
     try:
