@@ -207,6 +207,15 @@ def test_load_reranker_falls_back_to_the_general_model(built: dict[str, Any], tm
     assert all(math.isfinite(x) for x in logits)
     for i, (lg, sc) in enumerate(zip(logits, scores)):
         assert sc == pytest.approx(lg - cfg.general_prior_weight * math.log2(1 + i), abs=1e-5)
+    # A recipe's RerankConfig (what `eval run --config` sweeps) overrides the weight and the kinds.
+    swept = RerankConfig(general_prior_weight=4.0, general_answer_kinds=("commit",))
+    for i, (lg, sc) in enumerate(zip(logits, rr.score("which function books an entry", texts, swept))):
+        assert sc == pytest.approx(lg - 4.0 * math.log2(1 + i), abs=1e-5)
+    assert rr.helps_for(["commit"], swept) and not rr.helps_for([], swept)
+    # ... but not those of a model that is not the general one (its own evaluation decides).
+    own = CrossEncoderReranker(rr.path, prior_weight=0.5)
+    assert own.score("which function books an entry", texts, swept)[1] == pytest.approx(
+        own.logits("which function books an entry", texts)[1] - 0.5, abs=1e-5)
 
 
 def test_status_reports_the_build_and_a_process_picks_up_the_model_once_built(

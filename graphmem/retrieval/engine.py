@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from graphmem.errors import ModelError
 from graphmem.model import REL_ENDPOINTS, Chunk, Node, NodeKind, RelType, kind_of
-from graphmem.retrieval.config import DEFAULT_MODE, RetrievalConfig, preset
+from graphmem.retrieval.config import DEFAULT_MODE, RerankConfig, RetrievalConfig, preset
 from graphmem.retrieval.fusion import reciprocal_rank_fusion, rrf_k
 from graphmem.retrieval.graph import GraphResult, GraphRetriever
 from graphmem.retrieval.indexes import Indexes
@@ -33,9 +33,9 @@ from graphmem.stores.base import GraphStore, Path, Step
 class Reranker(Protocol):
     name: str
 
-    def score(self, query: str, texts: Sequence[str]) -> Sequence[float]: ...
+    def score(self, query: str, texts: Sequence[str], policy: RerankConfig | None = None) -> Sequence[float]: ...
 
-    def helps_for(self, answer_kinds: Iterable[str] = ()) -> bool: ...
+    def helps_for(self, answer_kinds: Iterable[str] = (), policy: RerankConfig | None = None) -> bool: ...
 
 
 @dataclass(slots=True)
@@ -192,12 +192,12 @@ class Retriever:
                 answer.notes.append("no reranker is available: results are in fused order "
                                     "(train one with `graphmem reranker train`, or the machine's with "
                                     "`graphmem reranker build-general`)")
-            elif not self.reranker.helps_for([kd.value for kd in question.answer_kinds]):
+            elif not self.reranker.helps_for([kd.value for kd in question.answer_kinds], spec.rerank):
                 # hybrid-rerank reranks only where the held-out evaluation saw it help.
                 answer.notes.append("the reranker did not beat the fused order on held-out questions of this "
                                     "kind: results are in fused order")
             else:
-                scores = self.reranker.score(answer.query, [texts[key] for key, _ in head])
+                scores = self.reranker.score(answer.query, [texts[key] for key, _ in head], spec.rerank)
                 head = [(key, float(sc)) for (key, _), sc in sorted(zip(head, scores), key=lambda p: -p[1])]
             timings["rerank"] = _ms(t)
         head = head[:k]

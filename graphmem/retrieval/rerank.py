@@ -84,12 +84,15 @@ class CrossEncoderReranker:
 
     ``answer_kinds``, when given, are the only answer kinds it reorders (``"any"``: a question that
     names none), in place of the per-kind verdicts of its recorded evaluation.
+
+    ``general`` marks the machine's general model: its weight and answer kinds are retrieval policy,
+    so a recipe's ``RerankConfig`` (``policy`` of :meth:`helps_for` and :meth:`score`) overrides them.
     """
 
     def __init__(self, model: str | Path, *, backend: str = "auto", max_length: int = DEFAULT_MAX_LENGTH,
                  batch_size: int = BATCH_SIZE, cache_dir: str | Path | None = None,
                  threads: int | None = None, prior_weight: float | None = None,
-                 answer_kinds: Iterable[str] | None = None) -> None:
+                 answer_kinds: Iterable[str] | None = None, general: bool = False) -> None:
         if backend not in BACKENDS:
             raise ModelError(f"unknown reranker backend {backend!r}: choose one of {', '.join(BACKENDS)}")
         if max_length < 16:
@@ -106,6 +109,7 @@ class CrossEncoderReranker:
         self.meta: dict[str, Any] = _read_meta(self.path) if self.path else {}
         self.prior_weight = float(self.meta.get("prior_weight", 0.0) if prior_weight is None else prior_weight)
         self.answer_kinds = frozenset(answer_kinds) if answer_kinds is not None else None
+        self.general = general
         self.requested_backend = backend
         self.backend = ""  # what actually scores, set on first use
         self.name = f"cross-encoder:{self.path.name if self.path else self.model}"
@@ -129,22 +133,26 @@ class CrossEncoderReranker:
         ev = self.evaluation
         return bool(ev.get("helps", True)) if ev else True
 
-    def helps_for(self, answer_kinds: Iterable[str] = ()) -> bool:
+    def helps_for(self, answer_kinds: Iterable[str] = (), policy: RerankConfig | None = None) -> bool:
         """Whether to rerank a question whose expected answer kinds are ``answer_kinds`` (``NodeKind``
-        values, as ``parse_question`` reads them): the per-kind verdict where enough held-out
-        questions of that kind were measured, else the overall one."""
+        values, as ``parse_question`` reads them): for the general model, the kinds ``policy`` (or
+        the model's own) allows; else the per-kind verdict where enough held-out questions of that
+        kind were measured, else the overall one."""
         kinds = [str(getattr(k, "value", k)) for k in answer_kinds] or ["any"]
-        if self.answer_kinds is not None:
-            return any(k in self.answer_kinds for k in kinds)
+        allowed = frozenset(policy.general_answer_kinds) if self.general and policy else self.answer_kinds
+        if allowed is not None:
+            return any(k in allowed for k in kinds)
         by_kind = self.evaluation.get("by_answer_kind") or {}
         verdicts = [bool(by_kind[k]["helps"]) for k in kinds
                     if k in by_kind and by_kind[k].get("questions", 0) >= MIN_KIND_QUESTIONS]
         return any(verdicts) if verdicts else self.helps
 
-    def score(self, query: str, texts: Sequence[str]) -> list[float]:
-        """One relevance score per text (higher is better): the logit plus the rank prior."""
+    def score(self, query: str, texts: Sequence[str], policy: RerankConfig | None = None) -> list[float]:
+        """One relevance score per text (higher is better): the logit plus the rank prior (for the
+        general model, of ``policy``'s weight when one is given)."""
+        weight = policy.general_prior_weight if self.general and policy else self.prior_weight
         logits = self.logits(query, texts)
-        return [x - self.prior_weight * float(np.log2(1 + i)) for i, x in enumerate(logits)]
+        return [x - weight * float(np.log2(1 + i)) for i, x in enumerate(logits)]
 
     def logits(self, query: str, texts: Sequence[str]) -> list[float]:
         """The model's logit for each (query, text) pair, in the order given."""
@@ -369,7 +377,8 @@ def load_reranker(home: str | Path, project: str, model: str | Path | None = Non
                   backend: str = "auto", max_length: int | None = None) -> CrossEncoderReranker | None:
     """The reranker to use for a project: ``model`` if given, else ``GRAPHMEM_RERANKER``, else the
     project's trained one, else the machine's general one (``general_reranker``, weighted and limited
-    to answer kinds as ``RerankConfig`` says); ``None`` when there is none. Nothing is loaded until
+    to answer kinds as the default ``RerankConfig`` says, or as the recipe a question runs with says);
+    ``None`` when there is none. Nothing is loaded until
     the first score."""
     cache = Path(home).expanduser() / "cache" / "reranker"
     source, chosen = ("given", model) if model else _chosen(home, project)
@@ -379,7 +388,7 @@ def load_reranker(home: str | Path, project: str, model: str | Path | None = Non
         cfg = RerankConfig()
         return CrossEncoderReranker(chosen, backend=backend, max_length=max_length or DEFAULT_MAX_LENGTH,
                                     cache_dir=cache, prior_weight=cfg.general_prior_weight,
-                                    answer_kinds=cfg.general_answer_kinds)
+                                    answer_kinds=cfg.general_answer_kinds, general=True)
     meta = _read_meta(Path(chosen)) if Path(chosen).is_dir() else {}
     length = max_length or int(meta.get("max_length", DEFAULT_MAX_LENGTH))
     return CrossEncoderReranker(chosen, backend=backend, max_length=length, cache_dir=cache)
