@@ -201,7 +201,7 @@ def test_load_reranker_falls_back_to_the_general_model(built: dict[str, Any], tm
     assert rr.prior_weight == cfg.general_prior_weight
     # Reorders only the answer kinds the configuration names.
     assert rr.helps_for([]) == ("any" in cfg.general_answer_kinds)
-    assert not rr.helps_for(["commit"])
+    assert rr.helps_for(["commit"]) == ("commit" in cfg.general_answer_kinds)
     texts = ["def post_entry(ledger, entry):\n    ledger.append(entry)", "def parse_header(line): ...", "x"]
     logits, scores = rr.logits("which function books an entry", texts), rr.score("which function books an entry", texts)
     assert all(math.isfinite(x) for x in logits)
@@ -212,6 +212,9 @@ def test_load_reranker_falls_back_to_the_general_model(built: dict[str, Any], tm
     for i, (lg, sc) in enumerate(zip(logits, rr.score("which function books an entry", texts, swept))):
         assert sc == pytest.approx(lg - 4.0 * math.log2(1 + i), abs=1e-5)
     assert rr.helps_for(["commit"], swept) and not rr.helps_for([], swept)
+    # A question that asks for a relationship keeps its fused order unless the recipe allows it.
+    assert rr.helps_for([]) and not rr.helps_for([], relational=True)
+    assert rr.helps_for([], RerankConfig(general_relational=True), relational=True)
     # ... but not those of a model that is not the general one (its own evaluation decides).
     own = CrossEncoderReranker(rr.path, prior_weight=0.5)
     assert own.score("which function books an entry", texts, swept)[1] == pytest.approx(

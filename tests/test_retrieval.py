@@ -239,6 +239,14 @@ def test_used_to_and_used_for_give_a_purpose_not_a_relationship() -> None:
         assert RelType.CALLS not in q.rel_types and not q.directions, text
 
 
+def test_a_question_is_relational_when_it_asks_for_a_relationship() -> None:
+    for text in ("Which functions call evolve?", "Which release of h11 removed Connection.foo?",
+                 "Who fixed the incident that hit the notifications service?"):
+        assert parse_question(text, REF).relational, text
+    for text in ("Where is the code that parses dates?", "Which function converts a timestamp to UTC?"):
+        assert not parse_question(text, REF).relational, text
+
+
 # --- indexes kept in step with the graph ------------------------------------------------------------
 
 

@@ -18,7 +18,7 @@ from types import MappingProxyType
 from typing import Any
 
 from graphmem.errors import ConfigError
-from graphmem.model import RelType
+from graphmem.model import NodeKind, RelType
 
 RETRIEVERS = ("bm25", "vector", "graph")
 
@@ -192,11 +192,14 @@ class RerankConfig:
     enabled: bool = False
     depth: int = 15  # fused candidates the cross-encoder reorders
     # The general model (`graphmem reranker build-general`), used when a project has none: the weight
-    # of the fused-rank prior added to its logit (``CrossEncoderReranker.prior_weight``) and the answer
-    # kinds it reorders ("any": the question names none). Chosen on eval/realcode's dev split, where the
-    # model alone or on other kinds lost to the fused order.
-    general_prior_weight: float = 1.5
-    general_answer_kinds: tuple[str, ...] = ("any", "service")
+    # of the fused-rank prior added to its logit (``CrossEncoderReranker.prior_weight``), the answer
+    # kinds it reorders ("any": the question names none), and whether it also reorders questions that
+    # ask for a relationship ("what calls X", "which release removed X"), where a text-only model
+    # cannot see which candidate plays the asked role. Chosen on eval/realcode's dev split (the
+    # model alone, or on relational questions, lost to the fused order).
+    general_prior_weight: float = 4.0
+    general_answer_kinds: tuple[str, ...] = ("any", *(k.value for k in NodeKind))
+    general_relational: bool = False
 
     def __post_init__(self) -> None:
         _check(self.depth >= 1, "RerankConfig.depth must be >= 1")

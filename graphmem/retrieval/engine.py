@@ -35,7 +35,8 @@ class Reranker(Protocol):
 
     def score(self, query: str, texts: Sequence[str], policy: RerankConfig | None = None) -> Sequence[float]: ...
 
-    def helps_for(self, answer_kinds: Iterable[str] = (), policy: RerankConfig | None = None) -> bool: ...
+    def helps_for(self, answer_kinds: Iterable[str] = (), policy: RerankConfig | None = None, *,
+                  relational: bool = False) -> bool: ...
 
 
 @dataclass(slots=True)
@@ -192,7 +193,8 @@ class Retriever:
                 answer.notes.append("no reranker is available: results are in fused order "
                                     "(train one with `graphmem reranker train`, or the machine's with "
                                     "`graphmem reranker build-general`)")
-            elif not self.reranker.helps_for([kd.value for kd in question.answer_kinds], spec.rerank):
+            elif not self.reranker.helps_for([kd.value for kd in question.answer_kinds], spec.rerank,
+                                             relational=question.relational):
                 # hybrid-rerank reranks only where the held-out evaluation saw it help.
                 answer.notes.append("the reranker did not beat the fused order on held-out questions of this "
                                     "kind: results are in fused order")

@@ -233,6 +233,11 @@ class Question:
     time: TimeFilter = field(default_factory=TimeFilter)
     words: int = 0  # plain English words (names written as code are not words)
 
+    @property
+    def relational(self) -> bool:
+        """Whether the question asks for a relationship (its answer plays a role towards another node)."""
+        return bool(self.rel_types or self.directions or self.step)
+
     def as_dict(self) -> dict[str, object]:
         return {"answer_kinds": [k.value for k in self.answer_kinds],
                 "relationships": {t.value: w for t, w in self.rel_types.items()},

@@ -133,12 +133,16 @@ class CrossEncoderReranker:
         ev = self.evaluation
         return bool(ev.get("helps", True)) if ev else True
 
-    def helps_for(self, answer_kinds: Iterable[str] = (), policy: RerankConfig | None = None) -> bool:
+    def helps_for(self, answer_kinds: Iterable[str] = (), policy: RerankConfig | None = None, *,
+                  relational: bool = False) -> bool:
         """Whether to rerank a question whose expected answer kinds are ``answer_kinds`` (``NodeKind``
-        values, as ``parse_question`` reads them): for the general model, the kinds ``policy`` (or
-        the model's own) allows; else the per-kind verdict where enough held-out questions of that
-        kind were measured, else the overall one."""
+        values, as ``parse_question`` reads them) and that asks for a relationship or not
+        (``relational``): for the general model, what ``policy`` (or the default one) allows; else
+        the per-kind verdict where enough held-out questions of that kind were measured, else the
+        overall one."""
         kinds = [str(getattr(k, "value", k)) for k in answer_kinds] or ["any"]
+        if self.general and relational and not (policy or RerankConfig()).general_relational:
+            return False
         allowed = frozenset(policy.general_answer_kinds) if self.general and policy else self.answer_kinds
         if allowed is not None:
             return any(k in allowed for k in kinds)
