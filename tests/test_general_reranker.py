@@ -215,6 +215,9 @@ def test_load_reranker_falls_back_to_the_general_model(built: dict[str, Any], tm
     # A question that asks for a relationship keeps its fused order unless the recipe allows it.
     assert rr.helps_for([]) and not rr.helps_for([], relational=True)
     assert rr.helps_for([], RerankConfig(general_relational=True), relational=True)
+    # ... and so does a question ranked over the passage entity layer (prose, not code).
+    assert not rr.helps_for([], passages=True)
+    assert rr.helps_for([], RerankConfig(general_passages=True), passages=True)
     # ... but not those of a model that is not the general one (its own evaluation decides).
     own = CrossEncoderReranker(rr.path, prior_weight=0.5)
     assert own.score("which function books an entry", texts, swept)[1] == pytest.approx(

@@ -193,13 +193,16 @@ class RerankConfig:
     depth: int = 15  # fused candidates the cross-encoder reorders
     # The general model (`graphmem reranker build-general`), used when a project has none: the weight
     # of the fused-rank prior added to its logit (``CrossEncoderReranker.prior_weight``), the answer
-    # kinds it reorders ("any": the question names none), and whether it also reorders questions that
+    # kinds it reorders ("any": the question names none), whether it also reorders questions that
     # ask for a relationship ("what calls X", "which release removed X"), where a text-only model
-    # cannot see which candidate plays the asked role. Chosen on eval/realcode's dev split (the
-    # model alone, or on relational questions, lost to the fused order).
+    # cannot see which candidate plays the asked role, and questions ranked over the passage entity
+    # layer (prose corpora, far from the code and docstrings it learned from). Chosen on development
+    # sets (eval/realcode's dev split, HotpotQA): the model alone, on relational questions or on
+    # passages lost to the fused order.
     general_prior_weight: float = 4.0
     general_answer_kinds: tuple[str, ...] = ("any", *(k.value for k in NodeKind))
     general_relational: bool = False
+    general_passages: bool = False
 
     def __post_init__(self) -> None:
         _check(self.depth >= 1, "RerankConfig.depth must be >= 1")

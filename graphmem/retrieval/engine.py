@@ -36,7 +36,7 @@ class Reranker(Protocol):
     def score(self, query: str, texts: Sequence[str], policy: RerankConfig | None = None) -> Sequence[float]: ...
 
     def helps_for(self, answer_kinds: Iterable[str] = (), policy: RerankConfig | None = None, *,
-                  relational: bool = False) -> bool: ...
+                  relational: bool = False, passages: bool = False) -> bool: ...
 
 
 @dataclass(slots=True)
@@ -194,7 +194,8 @@ class Retriever:
                                     "(train one with `graphmem reranker train`, or the machine's with "
                                     "`graphmem reranker build-general`)")
             elif not self.reranker.helps_for([kd.value for kd in question.answer_kinds], spec.rerank,
-                                             relational=question.relational):
+                                             relational=question.relational,
+                                             passages=bool(cands.graph and cands.graph.layer)):
                 # hybrid-rerank reranks only where the held-out evaluation saw it help.
                 answer.notes.append("the reranker did not beat the fused order on held-out questions of this "
                                     "kind: results are in fused order")

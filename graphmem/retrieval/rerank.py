@@ -134,15 +134,17 @@ class CrossEncoderReranker:
         return bool(ev.get("helps", True)) if ev else True
 
     def helps_for(self, answer_kinds: Iterable[str] = (), policy: RerankConfig | None = None, *,
-                  relational: bool = False) -> bool:
+                  relational: bool = False, passages: bool = False) -> bool:
         """Whether to rerank a question whose expected answer kinds are ``answer_kinds`` (``NodeKind``
-        values, as ``parse_question`` reads them) and that asks for a relationship or not
-        (``relational``): for the general model, what ``policy`` (or the default one) allows; else
-        the per-kind verdict where enough held-out questions of that kind were measured, else the
-        overall one."""
+        values, as ``parse_question`` reads them), that asks for a relationship or not
+        (``relational``) and is ranked over the passage entity layer or not (``passages``): for the
+        general model, what ``policy`` (or the default one) allows; else the per-kind verdict where
+        enough held-out questions of that kind were measured, else the overall one."""
         kinds = [str(getattr(k, "value", k)) for k in answer_kinds] or ["any"]
-        if self.general and relational and not (policy or RerankConfig()).general_relational:
-            return False
+        if self.general:
+            rules = policy or RerankConfig()
+            if (relational and not rules.general_relational) or (passages and not rules.general_passages):
+                return False
         allowed = frozenset(policy.general_answer_kinds) if self.general and policy else self.answer_kinds
         if allowed is not None:
             return any(k in allowed for k in kinds)
@@ -382,8 +384,7 @@ def load_reranker(home: str | Path, project: str, model: str | Path | None = Non
     """The reranker to use for a project: ``model`` if given, else ``GRAPHMEM_RERANKER``, else the
     project's trained one, else the machine's general one (``general_reranker``, weighted and limited
     to answer kinds as the default ``RerankConfig`` says, or as the recipe a question runs with says);
-    ``None`` when there is none. Nothing is loaded until
-    the first score."""
+    ``None`` when there is none. Nothing is loaded until the first score."""
     cache = Path(home).expanduser() / "cache" / "reranker"
     source, chosen = ("given", model) if model else _chosen(home, project)
     if source is None:
