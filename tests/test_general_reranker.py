@@ -251,3 +251,32 @@ def test_status_reports_the_build_and_a_process_picks_up_the_model_once_built(
         monkeypatch.setattr(api, "RERANKER_RECHECK_SECONDS", 0.0)
         assert gm.retriever is retriever and isinstance(retriever.reranker, CrossEncoderReranker)
         assert gm.status()["reranker"] == {"source": "general", "path": str(general_reranker_dir(built["cache"]))}
+
+
+def test_the_engine_applies_the_general_rerankers_gates(built: dict[str, Any], tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    from graphmem.api import Graphmem
+
+    monkeypatch.delenv("GRAPHMEM_RERANKER", raising=False)
+    monkeypatch.setenv("GRAPHMEM_MODEL_CACHE", str(built["cache"]))
+    corpus = tmp_path / "ledger"
+    corpus.mkdir()
+    (corpus / "entries.py").write_text(textwrap.dedent('''
+        def post_entry(ledger, entry):
+            """Book one entry into the ledger."""
+            ledger.append(entry)
+
+        def close_period(ledger):
+            """Sum the entries of a period and start a new one."""
+            post_entry(ledger, sum(ledger))
+            return []
+    '''), encoding="utf-8")
+    with Graphmem.open("ledger", home=tmp_path / "home") as gm:
+        gm.ingest(corpus, llm=False)
+        skipped = "results are in fused order"
+        described = gm.query("Where is the code that books an entry into the ledger?", mode="hybrid-rerank")
+        assert described.results and not any(skipped in n for n in described.notes)
+        # A question asking for a relationship keeps the fused order: the order of plain `hybrid`.
+        asked = gm.query("Which functions call post_entry?", mode="hybrid-rerank")
+        assert any(skipped in n for n in asked.notes)
+        assert asked.keys == gm.query("Which functions call post_entry?", mode="hybrid").keys

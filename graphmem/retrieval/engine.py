@@ -196,9 +196,10 @@ class Retriever:
             elif not self.reranker.helps_for([kd.value for kd in question.answer_kinds], spec.rerank,
                                              relational=question.relational,
                                              passages=bool(cands.graph and cands.graph.layer)):
-                # hybrid-rerank reranks only where the held-out evaluation saw it help.
-                answer.notes.append("the reranker did not beat the fused order on held-out questions of this "
-                                    "kind: results are in fused order")
+                # hybrid-rerank reranks only where held-out questions saw it help (the project's model:
+                # per answer kind; the general one: questions that ask for no relationship, over code).
+                answer.notes.append("the reranker is not used for questions like this one (it did not beat the "
+                                    "fused order on held-out questions of their kind): results are in fused order")
             else:
                 scores = self.reranker.score(answer.query, [texts[key] for key, _ in head], spec.rerank)
                 head = [(key, float(sc)) for (key, _), sc in sorted(zip(head, scores), key=lambda p: -p[1])]
