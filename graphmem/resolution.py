@@ -77,13 +77,8 @@ GIVEN_NAME_TYPO = 90.0  # people's first names are short: "Jon" / "John" (86) ma
 FUZZY_MIN_LENGTH = 6
 ACRONYM_MIN_LENGTH = 3  # "US", "AD", "BC" have too many expansions; two-letter ones come from the alias table
 # Cosine similarity of name vectors (the default embedder, bge-small-en-v1.5) above which two names are merged
-# (under the number, type and person guards). Measured on tests/fixtures/entity_duplicates.json (242 names,
-# pairwise, after the rule stages; ``pytest -s tests/test_resolution.py -k curve`` prints the table):
-#   threshold  rules  0.96   0.94   0.92   0.90   0.88   0.87   0.86   0.84   0.82
-#   precision  1.000  1.000  0.987  0.987  0.987  0.987  0.948  0.933  0.850  0.680
-#   recall     0.928  0.928  0.928  0.940  0.940  0.940  0.940  0.948  0.976  0.984
-# 0.92 is the highest threshold that reaches the best recall short of the precision fall at 0.87. bge's cosines
-# run higher than MiniLM's, whose table put the same point at 0.82 with recall 0.968 (precision 0.988).
+# (under the number, type and person guards): the highest threshold that reaches the best recall on
+# tests/fixtures/entity_duplicates.json before precision falls (the curve is in the README, "Entity resolution").
 EMBED_THRESHOLD = 0.92
 MAX_CONFLICT_PAIRS = 10_000  # pairs checked before uniting two groups (groups are small in practice)
 

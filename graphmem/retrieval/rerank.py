@@ -31,7 +31,8 @@ import numpy as np
 from graphmem.errors import ModelError
 from graphmem.retrieval.config import RerankConfig
 
-RERANK_DEPTH = RerankConfig().depth
+DEFAULT_RERANK = RerankConfig()  # the policy of a question asked without a recipe
+RERANK_DEPTH = DEFAULT_RERANK.depth
 
 if TYPE_CHECKING:
     from graphmem.retrieval.indexes import Indexes
@@ -142,7 +143,7 @@ class CrossEncoderReranker:
         enough held-out questions of that kind were measured, else the overall one."""
         kinds = [str(getattr(k, "value", k)) for k in answer_kinds] or ["any"]
         if self.general:
-            rules = policy or RerankConfig()
+            rules = policy or DEFAULT_RERANK
             if (relational and not rules.general_relational) or (passages and not rules.general_passages):
                 return False
         allowed = frozenset(policy.general_answer_kinds) if self.general and policy else self.answer_kinds
@@ -390,7 +391,7 @@ def load_reranker(home: str | Path, project: str, model: str | Path | None = Non
     if source is None:
         return None
     if source == "general":
-        cfg = RerankConfig()
+        cfg = DEFAULT_RERANK
         return CrossEncoderReranker(chosen, backend=backend, max_length=max_length or DEFAULT_MAX_LENGTH,
                                     cache_dir=cache, prior_weight=cfg.general_prior_weight,
                                     answer_kinds=cfg.general_answer_kinds, general=True)
