@@ -55,7 +55,8 @@ def test_browser_connects_on_the_advertised_ports(tmp_path: Path) -> None:
         # Browser fills the form from the server's discovery document: the advertised Bolt port.
         wait.until(lambda _: address.get_attribute("value"))
         assert address.get_attribute("value").endswith(f":{bolt_port}"), address.get_attribute("value")
-        user = driver.find_element(By.CSS_SELECTOR, 'input[data-testid="username"]')
+        # The form is in the page before it takes input (a loaded machine showed "not interactable").
+        user = wait.until(ec.element_to_be_clickable((By.CSS_SELECTOR, 'input[data-testid="username"]')))
         user.clear()
         user.send_keys(os.environ.get("NEO4J_USERNAME", "neo4j"))
         driver.find_element(By.CSS_SELECTOR, 'input[data-testid="password"]').send_keys(
