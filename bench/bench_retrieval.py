@@ -15,6 +15,12 @@ vectors have no semantic quality, so that run measures latency, build time and m
 retrieval): the embedded store holds the whole graph in memory, which at 1,000,000 chunks is more
 than this machine has to spare (see the README's growth curve).
 
+``--store neo4j`` builds the graph in a Neo4j project (``bench-n<size>``, from ``NEO4J_*``) with the
+server-side indexes (``GRAPHMEM_INDEX=neo4j``: BM25 in a full-text index, vectors in a vector index,
+written with the chunks), so the server holds what the embedded store would keep in this process.
+The build is timed in two parts: writing the graph with its index entries, then waiting until Neo4j
+has populated both indexes.
+
 Goals on a 2-core machine at 100,000 chunks: ``hybrid`` p95 <= 50 ms, ``hybrid-rerank`` p95 <= 300 ms.
 """
 
@@ -30,6 +36,7 @@ import time
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import psutil
@@ -252,21 +259,46 @@ def pct(values: list[float], q: float) -> float:
     return float(np.percentile(values, q)) if values else float("nan")
 
 
-def run_size(size: int, home: Path, n_queries: int, modes: list[str], *, hashed: bool = False,
-             baselines: bool = True) -> None:
-    store = EmbeddedStore(home / f"n{size}", "bench")
+def open_neo4j(size: int, home: Path, hashed: bool) -> tuple[Any, Any]:
+    """A Neo4j project of ``size`` chunks with server-side indexes, built on first use."""
+    from graphmem.retrieval.neo4j_index import Neo4jIndexes
+    from graphmem.stores.neo4j import Neo4jStore
+
+    store = Neo4jStore.connect(f"bench-n{size}" + ("-hashed" if hashed else ""))
+    store.ensure_schema()
+    indexes = Neo4jIndexes(store, embedder=HashedEmbedder() if hashed else None, cache_dir=home / "cache")
+    indexes.ensure_schema()
+    indexes.attach()
     if store.counts().chunks == 0:
         t = time.perf_counter()
-        build(store, size)
-        print(f"[{size}] built graph in {time.perf_counter() - t:.1f} s")
+        build(store, size)  # type: ignore[arg-type]
+        written = time.perf_counter() - t
+        t = time.perf_counter()
+        with store.driver.session(database=store.database) as session:
+            session.run("CALL db.awaitIndexes(86400)").consume()
+        print(f"[{size}] Neo4j: graph and index entries written in {written:.1f} s, indexes populated "
+              f"{time.perf_counter() - t:.1f} s later; client peak RSS {peak_mb():.0f} MB")
+    return store, indexes
+
+
+def run_size(size: int, home: Path, n_queries: int, modes: list[str], *, hashed: bool = False,
+             baselines: bool = True, backend: str = "embedded") -> None:
+    if backend == "neo4j":
+        store, indexes = open_neo4j(size, home, hashed)
+    else:
+        store = EmbeddedStore(home / f"n{size}", "bench")
+        if store.counts().chunks == 0:
+            t = time.perf_counter()
+            build(store, size)
+            print(f"[{size}] built graph in {time.perf_counter() - t:.1f} s")
+        # Hashed vectors live apart, so they never replace the model's.
+        indexes = Indexes(home / f"n{size}" / ("index-hashed" if hashed else "index"), cache_dir=home / "cache",
+                          embedder=HashedEmbedder() if hashed else None)
     keys = {k: [n.key for n in store.iter_nodes()] for k in ("all",)}
     by_kind: dict[str, list[str]] = {}
     for key in keys["all"]:
         by_kind.setdefault(key.split(":", 1)[0].replace("sym", "symbol").replace("adr", "decision"), []).append(key)
     counts = store.counts()
-    # Hashed vectors live apart, so they never replace the model's.
-    indexes = Indexes(home / f"n{size}" / ("index-hashed" if hashed else "index"), cache_dir=home / "cache",
-                      embedder=HashedEmbedder() if hashed else None)
     t = time.perf_counter()
     report = indexes.sync(store, progress=None)
     print(f"[{size}] {counts.chunks} chunks, {counts.total_nodes} nodes, {counts.total_rels} rels; index sync "
@@ -351,13 +383,17 @@ def main() -> None:
                         help="skip plain rank-bm25 and sentence-transformers + FAISS")
     parser.add_argument("--indexes-only", action="store_true",
                         help="build and time the BM25 and vector indexes alone, without a graph store")
+    parser.add_argument("--store", choices=("embedded", "neo4j"), default="embedded",
+                        help="where the graph lives; neo4j (NEO4J_*) also serves BM25 and vectors")
     args = parser.parse_args()
+    if args.store == "neo4j" and (args.indexes_only or args.baselines):
+        parser.error("--store neo4j times graphmem's own modes: add --no-baselines, and leave out --indexes-only")
     for size in (int(s) for s in args.sizes.split(",")):
         if args.indexes_only:
             run_indexes_only(size, args.home, args.queries, hashed=args.vectors == "hashed")
             continue
         run_size(size, args.home, args.queries, args.modes.split(","), hashed=args.vectors == "hashed",
-                 baselines=args.baselines)
+                 baselines=args.baselines, backend=args.store)
 
 
 if __name__ == "__main__":
