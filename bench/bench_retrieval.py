@@ -259,6 +259,20 @@ def pct(values: list[float], q: float) -> float:
     return float(np.percentile(values, q)) if values else float("nan")
 
 
+class SlicedWriter:
+    """Passes ``build``'s two upserts on in slices: a Neo4j upsert holds its rows, index fields
+    and vectors for every element it is given, which at 1,000,000 chunks is more memory than the
+    elements themselves."""
+
+    def __init__(self, store: Any, size: int = 100_000) -> None:
+        self.store, self.size = store, size
+
+    def upsert(self, nodes: list[Node], rels: list[Relationship], chunks: list[Chunk]) -> None:
+        for start in range(0, max(len(nodes), len(rels), len(chunks), 1), self.size):
+            end = start + self.size
+            self.store.upsert(nodes[start:end], rels[start:end], chunks[start:end])
+
+
 def open_neo4j(size: int, home: Path, hashed: bool) -> tuple[Any, Any]:
     """A Neo4j project of ``size`` chunks with server-side indexes, built on first use."""
     from graphmem.retrieval.neo4j_index import Neo4jIndexes
@@ -271,7 +285,7 @@ def open_neo4j(size: int, home: Path, hashed: bool) -> tuple[Any, Any]:
     indexes.attach()
     if store.counts().chunks == 0:
         t = time.perf_counter()
-        build(store, size)  # type: ignore[arg-type]
+        build(SlicedWriter(store), size)  # type: ignore[arg-type]
         written = time.perf_counter() - t
         t = time.perf_counter()
         with store.driver.session(database=store.database) as session:
