@@ -275,14 +275,13 @@ class SlicedWriter:
 
 def open_neo4j(size: int, home: Path, hashed: bool) -> tuple[Any, Any]:
     """A Neo4j project of ``size`` chunks with server-side indexes, built on first use."""
-    from graphmem.retrieval.neo4j_index import Neo4jIndexes
+    from graphmem.api import _server_indexes
     from graphmem.stores.neo4j import Neo4jStore
 
     store = Neo4jStore.connect(f"bench-n{size}" + ("-hashed" if hashed else ""))
     store.ensure_schema()
-    indexes = Neo4jIndexes(store, embedder=HashedEmbedder() if hashed else None, cache_dir=home / "cache")
-    indexes.ensure_schema()
-    indexes.attach()
+    # As `GRAPHMEM_INDEX=neo4j` sets them up: schema, then attached to the store's chunk writes.
+    indexes = _server_indexes(store, HashedEmbedder() if hashed else None, home / "cache")  # type: ignore[arg-type]
     if store.counts().chunks == 0:
         t = time.perf_counter()
         build(SlicedWriter(store), size)  # type: ignore[arg-type]
