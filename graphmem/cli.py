@@ -772,13 +772,19 @@ def reranker_train(ctx: Context, budget: float, max_pairs: int, as_json: bool) -
 @click.option("--budget", type=click.FloatRange(10, None), default=1500.0, show_default=True,
               help="Seconds of training at most (reading the installed packages comes on top).")
 @click.option("--threads", type=click.IntRange(1, None), default=None, help="Torch threads (default: all cores).")
+@click.option("--base-model", type=click.Path(exists=True, file_okay=False), default=None,
+              help="A local BERT model folder to start from (default: the packaged all-MiniLM-L6-v2).")
+@click.option("--frozen-layers", type=click.IntRange(0, None), default=None,
+              help="Lower encoder layers kept as they are (default 3).")
 @json_option
-def reranker_build_general(budget: float, threads: int | None, as_json: bool) -> None:
+def reranker_build_general(budget: float, threads: int | None, base_model: str | None, frozen_layers: int | None,
+                           as_json: bool) -> None:
     """Train the machine's general cross-encoder from the installed Python packages' docstrings and code;
     hybrid-rerank uses it for projects without a reranker of their own."""
     from graphmem.retrieval.general_reranker import build_general_reranker
 
-    meta = build_general_reranker(time_budget=budget, threads=threads)
+    extra: dict[str, Any] = {} if frozen_layers is None else {"frozen_layers": frozen_layers}
+    meta = build_general_reranker(time_budget=budget, threads=threads, base_model=base_model, **extra)
     if as_json:
         click.echo(json.dumps(meta, indent=2))
         return

@@ -280,3 +280,16 @@ def test_the_engine_applies_the_general_rerankers_gates(built: dict[str, Any], t
         asked = gm.query("Which functions call post_entry?", mode="hybrid-rerank")
         assert any(skipped in n for n in asked.notes)
         assert asked.keys == gm.query("Which functions call post_entry?", mode="hybrid").keys
+
+
+def test_build_general_command_checks_its_base_model_and_frozen_layers(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from graphmem.cli import cli
+
+    missing = tmp_path / "no-such-model"
+    out = CliRunner().invoke(cli, ["reranker", "build-general", "--base-model", str(missing)])
+    assert out.exit_code == 2 and "--base-model" in out.output and "does not exist" in out.output
+    out = CliRunner().invoke(cli, ["reranker", "build-general", "--frozen-layers", "-1"])
+    assert out.exit_code == 2 and "--frozen-layers" in out.output
+    assert not missing.exists()
