@@ -17,8 +17,8 @@ a whole ingest. Parsing, history and the withdrawal of what changed are not in t
 every element's provenance as its ``source_path`` alone (both stores), as if the other fields were
 kept once per source; ``no-rel-indexes``, ``no-chunk-indexes`` and ``no-node-indexes`` drop those
 graphmem indexes before each Neo4j write. Indexes belong to the whole database, not to a project:
-use a scratch Neo4j for those (graphmem creates them again whenever it opens a store). ``--writers`` and ``--batch-size`` set the Neo4j store's writer threads and
-rows per transaction.
+use a scratch Neo4j for those (graphmem creates them again whenever it opens a store).
+``--writers`` and ``--batch-size`` set the Neo4j store's writer threads and rows per transaction.
 
     PYTHONPATH=. NEO4J_URI=bolt://127.0.0.1:7687 NEO4J_PASSWORD=... \\
         python bench/bench_write.py [--repo DIR] [--repeat 3] [--parts nodes,all] [--out /tmp/write.json]
@@ -170,7 +170,8 @@ def main() -> None:
                                else write_neo4j(batch, cpu[part], drops=drops, **store_kw))
                     times[part][store].append(round(seconds, 2))
                     log(f"run {i + 1}: {part} into {store}: {seconds:.2f} s (load {os.getloadavg()[0]:.1f})")
-    result = {"repo": str(repo), "what_if": what_if, **store_kw, "nodes": len(nodes), "rels": len(rels), "chunks": len(chunks),
+    result = {"repo": str(repo), "what_if": what_if, **store_kw,
+              "nodes": len(nodes), "rels": len(rels), "chunks": len(chunks),
               "seconds": times, "neo4j_client_cpu_s": cpu,
               "median": {p: {s: statistics.median(v) for s, v in by.items()} for p, by in times.items()}}
     both = len(stores) == 2
