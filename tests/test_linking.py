@@ -67,6 +67,8 @@ def test_a_word_written_as_a_name_links_the_symbol(catalog: Catalog, text: str, 
     "Which SERVICE answers health checks?",  # capitals alone: an acronym's spelling, not a name
     "How does the method's validation fail?",  # the "s" of a possessive, next to a code noun
     "Why doesn't the function's result change?",
+    "Which method projects the points onto a plane?",  # the asked-for method's verb, not its name
+    "What function services the queue?",
 ])
 def test_a_plain_english_word_links_nothing(catalog: Catalog, text: str) -> None:
     assert linked(catalog, text) == set()
@@ -77,6 +79,8 @@ def test_a_code_noun_frames_a_word_only_right_beside_it(catalog: Catalog) -> Non
     assert FIELD_FN not in linked(catalog, "Is there a function that creates a new field / attribute on a class?")
     assert FIELD_FN in linked(catalog, "Where is the field function defined?")
     assert FIELD_FN in linked(catalog, "Where is the `field` attribute helper?")  # quoted
+    assert PROJECT_METHOD in linked(catalog, "Where is the method project defined?")  # a name after the noun
+    assert PROJECT_METHOD in linked(catalog, "Which method calls project?")
 
 
 def test_a_dunder_method_is_not_linked_by_its_bare_name(catalog: Catalog) -> None:

@@ -251,6 +251,7 @@ def _written_as_name(text: str, spans: list[re.Match[str]], i: int) -> bool:
 CALL_VERBS = frozenset({"call", "calling", "invoke", "invoking"})
 _CALLED = frozenset({"called", "invoked"})
 _BY = frozenset({"by"})
+_ASKING = frozenset({"which", "what"})
 
 
 def _framed_as_code(text: str, spans: list[re.Match[str]], words: list[str], quoted: set[str], i: int) -> bool:
@@ -264,5 +265,8 @@ def _framed_as_code(text: str, spans: list[re.Match[str]], words: list[str], quo
         lo, hi = sorted((i, j))
         return not text[spans[lo].end():spans[hi].start()].strip(" `'\"")
 
-    return (words[i] in quoted or beside(i + 1, CODE_NOUNS) or beside(i - 1, CODE_NOUNS) or beside(i - 1, CALL_VERBS)
+    # After "which function" or "what method" comes the asked-for code's verb ("which method parses
+    # a list"), not its name: the noun is the question's subject, named by nothing yet.
+    after_noun = beside(i - 1, CODE_NOUNS) and not (i >= 2 and words[i - 2] in _ASKING)
+    return (words[i] in quoted or beside(i + 1, CODE_NOUNS) or after_noun or beside(i - 1, CALL_VERBS)
             or (i >= 2 and words[i - 2] in _CALLED and beside(i - 1, _BY)))
