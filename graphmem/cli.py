@@ -783,8 +783,8 @@ def reranker_build_general(budget: float, threads: int | None, base_model: str |
     hybrid-rerank uses it for projects without a reranker of their own."""
     from graphmem.retrieval.general_reranker import build_general_reranker
 
-    extra: dict[str, Any] = {} if frozen_layers is None else {"frozen_layers": frozen_layers}
-    meta = build_general_reranker(time_budget=budget, threads=threads, base_model=base_model, **extra)
+    meta = build_general_reranker(time_budget=budget, threads=threads, base_model=base_model,
+                                  frozen_layers=frozen_layers)
     if as_json:
         click.echo(json.dumps(meta, indent=2))
         return

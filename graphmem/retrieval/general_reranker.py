@@ -259,7 +259,7 @@ def harvest(roots: Sequence[Path] | None = None, *, exclude: Iterable[str] = EVA
 def build_general_reranker(out_dir: str | Path | None = None, *, groups: Sequence[Group] | None = None,
                            roots: Sequence[Path] | None = None, base_model: str | Path | None = None,
                            time_budget: float = 1500.0, max_groups: int = 40_000, batch_size: int = 8,
-                           lr: float = 1.5e-4, max_length: int = TRAIN_MAX_LENGTH, frozen_layers: int = FROZEN_LAYERS,
+                           lr: float = 1.5e-4, max_length: int = TRAIN_MAX_LENGTH, frozen_layers: int | None = None,
                            seed: int = 0, threads: int | None = None,
                            progress: Progress | None = None) -> dict[str, Any]:
     """Harvest groups (unless given), train for ``time_budget`` seconds and save the model
@@ -292,6 +292,8 @@ def build_general_reranker(out_dir: str | Path | None = None, *, groups: Sequenc
     torch.manual_seed(seed)
     tokenizer, model = load_base_cross_encoder(base, "the general reranker")
     encoder = model.base_model
+    if frozen_layers is None:
+        frozen_layers = FROZEN_LAYERS
     for module in [encoder.embeddings, *encoder.encoder.layer[:frozen_layers]]:
         for param in module.parameters():
             param.requires_grad_(False)
