@@ -56,6 +56,8 @@ PARALLEL_PARSE_MIN = 40
 # more often the wrong folder or project than a repository that really lost most of its files.
 REMOVAL_GUARD_SHARE = 0.5
 REMOVAL_GUARD_MIN = 10
+# Project metadata: the code facts format its code was last extracted under.
+FACTS_META = "code_facts_version"
 
 
 @dataclass(slots=True)
@@ -175,12 +177,13 @@ def _symbol_ranges(path: str, data: bytes) -> list[tuple[str, int, int]]:
 class FactsCache:
     """Parsed code facts by content hash, so an unchanged file is never parsed twice.
 
-    Holds redacted facts only. The folder is stamped with the redaction rules it was written
-    under; entries from before redaction, or from other rules, may hold what today's rules hide,
-    so they are all dropped when the stamp differs.
+    Holds redacted facts only. The folder is stamped with the redaction rules and the facts
+    format it was written under; entries from before redaction, or from other rules, may hold what
+    today's rules hide, and entries of another format lack what today's extraction records, so
+    they are all dropped when the stamp differs.
     """
 
-    FORMAT = f"redacted {REDACTION_RULES}"
+    FORMAT = f"redacted {REDACTION_RULES}; facts {code.FACTS_VERSION}"
     _ENTRY_DIR = re.compile(r"[0-9a-f]{2}")
 
     def __init__(self, directory: Path) -> None:
@@ -417,6 +420,9 @@ def ingest(
     hashes: dict[str, str] = {}
     contents: dict[str, bytes] = {}
     previous = store.source_states()
+    # A project whose code was extracted under another facts format (what a parse records, how code
+    # is cut into chunks) has every code file extracted again, once, as if it had changed.
+    reextract = bool(previous) and store.get_meta(FACTS_META) != str(code.FACTS_VERSION)
     # Every file is read (the ingest trusts content, not timestamps); the signatures recorded on the
     # way let `graphmem.registry.verify` skip reading files that did not change since.
     stats = StatCache.open(cache_dir, root)
@@ -429,7 +435,7 @@ def ingest(
             continue
         hashes[path] = content_hash(data)
         stats.record(path, st, hashes[path])
-        if previous.get(path) != hashes[path]:
+        if previous.get(path) != hashes[path] or (reextract and code.supports(path)):
             contents[path] = data
         if i % 500 == 0:
             note("read", i, len(files))
@@ -590,7 +596,7 @@ def ingest(
         note("write", total, total)
         store.set_source_states({**{p: hashes[p] for p in changed}, **{p: None for p in deleted}})
         store.set_meta({"last_commit": head, "last_ingested_at": now_iso(), NAMES_STAMP: now_iso(), "root": str(root),
-                        INCOMPLETE: None,
+                        INCOMPLETE: None, FACTS_META: str(code.FACTS_VERSION),
                         "repository": identity or None})
     # One line per skipped path (a broken graphmem.toml is noticed by more than one reader).
     report.skipped = list({item.path: item for item in reversed(report.skipped)}.values())[::-1]

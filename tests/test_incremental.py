@@ -92,3 +92,42 @@ def test_step_by_step_equals_clean(backend: str, request: pytest.FixtureRequest,
         assert want[part] - got[part] == set(), f"{part} only in the clean graph"
     assert "sym:billing/invoicing.py::total" in got["nodes"]
     assert "sym:billing/invoices.py::cancel" not in got["nodes"]
+
+
+@pytest.mark.parametrize("backend", ["embedded", "neo4j"])
+def test_a_project_extracted_under_another_facts_format_is_extracted_again_once(
+        backend: str, request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A project ingested before a change to what extraction records (here: how code is cut into
+    chunks) gets today's chunks for files that did not change, once, and keeps its facts' validity."""
+    from extractors.code import chunks as chunking
+    from graphmem.ingest import FACTS_META
+
+    factory: Callable[[str], Any] = request.getfixturevalue(f"{backend}_store_factory")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    step_add(repo)
+    older = factory("older")
+    older.ensure_schema()
+    real = chunking._collapsed_lines
+    with monkeypatch.context() as patch:  # chunks as an older format cut them
+        patch.setattr(chunking, "_collapsed_lines", lambda *args: [*real(*args), (1, "# older format")])
+        ingest(repo, older, cache_dir=tmp_path / "cache")
+    assert any("# older format" in c.text for c in older.iter_chunks())
+    symbol = "sym:billing/invoices.py::create"
+    began = older.get_node(symbol).valid_from
+    older.set_meta({FACTS_META: "0"})
+
+    again = ingest(repo, older, cache_dir=tmp_path / "cache")
+    assert again.changed == 2  # the two code files; nothing else
+    assert not any("# older format" in c.text for c in older.iter_chunks())
+    assert older.get_node(symbol).valid_from == began and older.get_node(symbol).valid_to is None
+    assert older.get_meta(FACTS_META) != "0"
+    assert ingest(repo, older, cache_dir=tmp_path / "cache").changed == 0  # once
+
+    clean = factory("clean")
+    clean.ensure_schema()
+    ingest(repo, clean, cache_dir=tmp_path / "cache-clean")
+    got, want = snapshot(older), snapshot(clean)
+    for part in ("nodes", "rels", "chunks"):
+        assert got[part] == want[part], part

@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 
 from extractors.base import Extraction, Skipped
-from extractors.code.facts import CallFact, FileFacts, ImportFact, SymbolFact
+from extractors.code.facts import FACTS_VERSION, CallFact, FileFacts, ImportFact, SymbolFact
 from extractors.code.languages import language_for, supports
 from extractors.code.parse import parse_file
 from extractors.code.resolve import EXTRACTOR, EXTRACTOR_VERSION, build_graph
@@ -51,6 +51,7 @@ def extract_tree(root: str | os.PathLike[str], *, commit: str | None = None) -> 
 __all__ = [
     "EXTRACTOR",
     "EXTRACTOR_VERSION",
+    "FACTS_VERSION",
     "CallFact",
     "FileFacts",
     "ImportFact",

@@ -3,7 +3,9 @@
 Passages are sized for a MiniLM embedder (about 1,000 characters, ~250 tokens). Each starts with a
 header naming the path, qualified name and signature, so a passage cut from the middle of a long
 body still says what it belongs to. Nested definitions appear in their parent's passage only as
-their signature line, so no code is embedded twice.
+their signature line, and the comment that documents one (a Javadoc, a Go or JSDoc comment above
+it) only in its own passage, so nothing is embedded twice and a class or file does not answer, in
+its members' words, for what one member does.
 """
 
 from __future__ import annotations
@@ -55,12 +57,18 @@ def file_chunks(facts: FileFacts, lines: list[str], provenance: Provenance) -> l
 def _collapsed_lines(
     lines: list[str], start: int, end: int, children: list[SymbolFact]
 ) -> list[tuple[int, str]]:
-    """``(line number, text)`` of lines start..end with each child shown as its first line only."""
+    """``(line number, text)`` of lines start..end with each child shown as its first line only,
+    and without the comment above a child that documents it (the child's own passage holds it)."""
     child_at = {c.start_line: c for c in children if start <= c.start_line <= end}
+    documented = {n for c in child_at.values() if start <= c.doc_start_line < c.start_line
+                  for n in range(c.doc_start_line, c.start_line)}
     out: list[tuple[int, str]] = []
     number = start
     end = min(end, len(lines))
     while number <= end:
+        if number in documented:
+            number += 1
+            continue
         child = child_at.get(number)
         if child is not None and child.end_line > child.start_line:
             # Show the declaration line itself (after decorators) so the reader sees a name.

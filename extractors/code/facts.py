@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 # Bumped whenever parsing changes what it records, so cached facts are not reused across versions.
-FACTS_VERSION = 1
+FACTS_VERSION = 2
 
 CLASS_KINDS = frozenset({"class", "interface", "struct", "enum", "trait", "type"})
 FUNCTION_KINDS = frozenset({"function", "method"})
@@ -30,6 +30,8 @@ class SymbolFact:
     parent: str | None = None
     # Docstring lies inside the definition's lines (Python) rather than above it.
     doc_inside: bool = False
+    # First line of the comment block (and attributes) above the definition that documents it; 0: none.
+    doc_start_line: int = 0
     bases: list[str] = field(default_factory=list)
     # Declared or inferred types: attribute/field name -> type text (class-like symbols).
     fields: dict[str, str] = field(default_factory=dict)

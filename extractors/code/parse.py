@@ -232,7 +232,7 @@ class _FileParser:
             symbol.docstring = _python_docstring(self, item.node.child_by_field_name("body"))
             symbol.doc_inside = bool(symbol.docstring)
         else:
-            symbol.docstring = self._comment_doc(anchor)
+            symbol.docstring, symbol.doc_start_line = self._comment_doc(anchor)
         if item.kind in FUNCTION_KINDS:
             symbol.returns = self._return_type(item.node)
         item.symbol = symbol
@@ -264,8 +264,9 @@ class _FileParser:
                 return _WHITESPACE.sub(" ", self.text(child)).lstrip(":").strip()
         return ""
 
-    def _comment_doc(self, anchor: Any) -> str:
-        """The comment block directly above a definition (attributes may sit between)."""
+    def _comment_doc(self, anchor: Any) -> tuple[str, int]:
+        """The comment block directly above a definition (attributes may sit between), and the line
+        it starts on (0 when there is none)."""
         parts: list[str] = []
         start_row = anchor.start_point.row
         sibling = anchor.prev_named_sibling
@@ -281,7 +282,7 @@ class _FileParser:
             else:
                 break
             sibling = sibling.prev_named_sibling
-        return _clean_comment("\n".join(reversed(parts)))
+        return _clean_comment("\n".join(reversed(parts))), (start_row + 1 if parts else 0)
 
     def _finish_symbols(self) -> None:
         by_qualname: dict[str, SymbolFact] = {}

@@ -143,3 +143,26 @@ def test_unknown_names_make_no_edges():
     assert not [r for r in graph.rels if r.type is RelType.CALLS]
     node = next(n for n in graph.nodes if n.key == "sym:x.py::f")
     assert node.props["unresolved_calls"] == ["obj.frobnicate_widget", "undefined_thing"]
+
+
+def test_a_members_documentation_is_in_its_own_passage_only():
+    """A Javadoc or Go comment above a definition goes with that definition's passage, not with the
+    class or file around it (else the class answers, in its members' words, for what one member does)."""
+    java = ("package a;\n\n/** Something a command line may hold. */\npublic class Option {\n"
+            "    private String longOpt;\n\n    /**\n     * Tests whether this option has a long name.\n     */\n"
+            "    public boolean hasLongOpt() {\n        return longOpt != null;\n    }\n}\n")
+    go = ("package mw\n\n// SetHeader is a convenience handler to set a response header.\n"
+          "func SetHeader(key, value string) {\n\tprintln(key, value)\n}\n\nvar level = 1\n")
+    texts: dict[str, str] = {}
+    for path, source in (("a/Option.java", java), ("mw/header.go", go)):
+        graph = build_graph({path: parse_file(path, source.encode())})
+        for chunk in graph.chunks:
+            texts[chunk.node_key] = texts.get(chunk.node_key, "") + chunk.text
+    assert "Tests whether this option has a long name." in texts[symbol_key("a/Option.java", "Option.hasLongOpt")]
+    option = texts[symbol_key("a/Option.java", "Option")]
+    assert "Something a command line may hold." in option  # its own documentation stays
+    assert "public boolean hasLongOpt() {" in option  # the member shown by its declaration
+    assert "long name" not in option
+    assert "convenience handler" in texts[symbol_key("mw/header.go", "SetHeader")]
+    header_file = texts[file_key("mw/header.go")]  # the file keeps its module-level code
+    assert "var level = 1" in header_file and "convenience handler" not in header_file
