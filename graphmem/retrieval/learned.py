@@ -84,6 +84,8 @@ def feature_names() -> list[str]:
     names += [f"is_{k.value}" for k in KIND_FEATURES]
     names += ["named_plain", "in_tests"]
     names += ["text_agree", "text_agree_x_anchored", "describes", "named_x_describes", "graph_rr_x_describes"]
+    for lst in LISTS:
+        names += [f"{lst}_top1_margin", f"{lst}_top1_margin_x_describes"]
     return names
 
 
@@ -122,6 +124,11 @@ def key_features(q: QuestionSignals, c: CandidateSignals, key: str) -> list[floa
         float(c.named and not q.relations and not q.directed), float(is_test_path(path_of_key(key) or ""))]
 
 
+def _describes(q: QuestionSignals) -> float:
+    """How much the question describes (its plain-word length, saturating) when it asks for no relationship."""
+    return min(q.words, WORDS_CAP) / WORDS_CAP * (not q.relations and not q.directed)
+
+
 def agreement_features(q: QuestionSignals, c: CandidateSignals) -> list[float]:
     """How high both text lists place the candidate, and how much the question describes.
 
@@ -131,15 +138,39 @@ def agreement_features(q: QuestionSignals, c: CandidateSignals) -> list[float]:
     for the node itself."""
     text_agree = min(1.0 / c.ranks["bm25"] if c.ranks.get("bm25") else 0.0,
                      1.0 / c.ranks["vector"] if c.ranks.get("vector") else 0.0)
-    describes = min(q.words, WORDS_CAP) / WORDS_CAP * (not q.relations and not q.directed)
+    describes = _describes(q)
     graph_rr = 1.0 / c.ranks["graph"] if c.ranks.get("graph") else 0.0
     return [text_agree, text_agree * q.anchored, describes, float(c.named) * describes, graph_rr * describes]
 
 
+def list_margins(cands: Mapping[str, CandidateSignals]) -> dict[str, float]:
+    """How far each list's first candidate stands above its second: one minus the second's score
+    normalised to the first's (1 when the list has a single candidate, 0 for a tie)."""
+    second = {lst: 0.0 for lst in LISTS}
+    for c in cands.values():
+        for lst, rank in c.ranks.items():
+            if rank == 2:
+                second[lst] = c.scores.get(lst, 0.0)
+    return {lst: min(max(1.0 - s, 0.0), 1.0) for lst, s in second.items()}
+
+
+def margin_features(q: QuestionSignals, c: CandidateSignals, margins: Mapping[str, float]) -> list[float]:
+    """A list's first place, weighted by how clearly the list put it first, alone and for questions
+    that describe rather than relate: a text list whose best match stands well clear of the rest is
+    seldom wrong about a described behaviour, one whose first few tie says little."""
+    describes = _describes(q)
+    out: list[float] = []
+    for lst in LISTS:
+        top = float(c.ranks.get(lst) == 1) * margins[lst]
+        out += [top, top * describes]
+    return out
+
+
 def matrix(q: QuestionSignals, keys: Sequence[str], cands: Mapping[str, CandidateSignals]) -> np.ndarray:
     """Feature rows of ``keys`` (float32)."""
+    margins = list_margins(cands)
     rows = [features(q, cands[key]) + key_features(q, cands[key], key) + agreement_features(q, cands[key])
-            for key in keys]
+            + margin_features(q, cands[key], margins) for key in keys]
     return np.asarray(rows, dtype=np.float32).reshape(len(keys), len(feature_names()))
 
 
