@@ -164,12 +164,13 @@ def test_text_agreement_and_description_features() -> None:
 
 def test_a_lists_first_place_counts_by_how_clearly_it_leads() -> None:
     names = feature_names()
-    cands = {"sym:a.py::clear": CandidateSignals(ranks={"bm25": 1, "vector": 1}, scores={"bm25": 1.0, "vector": 1.0}),
-             "sym:a.py::far": CandidateSignals(ranks={"bm25": 2, "vector": 3}, scores={"bm25": 0.25, "vector": 0.9}),
-             "sym:a.py::tie": CandidateSignals(ranks={"vector": 2, "graph": 1}, scores={"vector": 1.0, "graph": 1.0})}
+    cands = {"sym:a.py::clear": CandidateSignals(ranks={"bm25": 1, "vector": 1}, scores={"bm25": 1.0, "vector": 0.8}),
+             "sym:a.py::far": CandidateSignals(ranks={"bm25": 2, "vector": 3}, scores={"bm25": 0.25, "vector": 0.6}),
+             "sym:a.py::tie": CandidateSignals(ranks={"vector": 2, "graph": 1}, scores={"vector": 0.8, "graph": 1.0})}
     x = matrix(QuestionSignals(words=12), list(cands), cands)
-    # bm25's first stands well clear of its second; vector's second ties with its first; the graph
-    # list holds one candidate, so nothing contests its first place.
+    # bm25's first stands well clear of its second; vector's second ties with its first (cosines,
+    # not normalised: a ratio still reads them); the graph list holds one candidate, so nothing
+    # contests its first place.
     assert x[:, names.index("bm25_top1_margin")].tolist() == [0.75, 0.0, 0.0]
     assert x[:, names.index("vector_top1_margin")].tolist() == [0.0, 0.0, 0.0]
     assert x[:, names.index("graph_top1_margin")].tolist() == [0.0, 0.0, 1.0]

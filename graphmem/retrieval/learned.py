@@ -144,14 +144,18 @@ def agreement_features(q: QuestionSignals, c: CandidateSignals) -> list[float]:
 
 
 def list_margins(cands: Mapping[str, CandidateSignals]) -> dict[str, float]:
-    """How far each list's first candidate stands above its second: one minus the second's score
-    normalised to the first's (1 when the list has a single candidate, 0 for a tie)."""
+    """How far each list's first candidate stands above its second: one minus the ratio of their
+    scores (1 when the list has a single candidate, 0 for a tie). The vector list's scores are
+    cosines, the others' are normalised to their best; a ratio reads both alike."""
+    first = {lst: 0.0 for lst in LISTS}
     second = {lst: 0.0 for lst in LISTS}
     for c in cands.values():
         for lst, rank in c.ranks.items():
-            if rank == 2:
+            if rank == 1:
+                first[lst] = c.scores.get(lst, 0.0)
+            elif rank == 2:
                 second[lst] = c.scores.get(lst, 0.0)
-    return {lst: min(max(1.0 - s, 0.0), 1.0) for lst, s in second.items()}
+    return {lst: min(max(1.0 - second[lst] / first[lst], 0.0), 1.0) if first[lst] > 0 else 1.0 for lst in LISTS}
 
 
 def margin_features(q: QuestionSignals, c: CandidateSignals, margins: Mapping[str, float]) -> list[float]:
