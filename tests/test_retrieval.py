@@ -239,6 +239,27 @@ def test_used_to_and_used_for_give_a_purpose_not_a_relationship() -> None:
         assert RelType.CALLS not in q.rel_types and not q.directions, text
 
 
+@pytest.mark.parametrize("text", [
+    "Which fixture provides a temporary path?",
+    "Which class checks the authorization header?",
+    "Where are editable packages registered?",
+    "What is the important part of the extension point?",
+    "Which class has the resolveOption method?",
+])
+def test_a_word_that_only_begins_like_a_relationship_names_none(text: str) -> None:
+    assert not parse_question(text, REF).rel_types, text
+
+
+def test_relationship_words_are_read_in_their_own_forms() -> None:
+    for text, rel in (("Who fixed INC-42?", RelType.FIXES), ("What resolved the outage?", RelType.RESOLVED_BY),
+                      ("Who authored the change to billing?", RelType.AUTHORED),
+                      ("Which files import the ledger client?", RelType.IMPORTS),
+                      ("Which class extends BaseHandler?", RelType.INHERITS),
+                      ("Which decisions reference ADR-5?", RelType.REFERENCES),
+                      ("What code was modified last week?", RelType.MODIFIED)):
+        assert rel in parse_question(text, REF).rel_types, text
+
+
 def test_a_question_is_relational_when_it_asks_for_a_relationship() -> None:
     for text in ("Which functions call evolve?", "Which release of h11 removed Connection.foo?",
                  "Who fixed the incident that hit the notifications service?"):

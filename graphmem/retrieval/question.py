@@ -44,23 +44,31 @@ _DECISION_WORDS = re.compile(r"\bdecid|\bdecision|\badr\b", re.IGNORECASE)
 # Words that name relationships, and the types they mean.
 # "used to" and "used for" give a purpose ("the helper used to parse dates"), not a user.
 _USE = re.compile(r"\bus(?:e|es|ed)\b(?!\s+(?:to|for)\b)", re.IGNORECASE)
+# Each word is matched in its own forms only, not as the start of another word: "fixture" is not
+# "fix", "authorization" not "author", "editable" not "edit", "important" not "import", an
+# "extension point" not "extends".
 _REL_WORDS: list[tuple[re.Pattern[str], tuple[RelType, ...]]] = [
     (re.compile(r"\bcall(s|ed|ing|ers?)?\b|\binvok|\breach(es|ed)?\b", re.IGNORECASE), (RelType.CALLS,)),
     (re.compile(r"\bdepend|\bdependen|\bconsum", re.IGNORECASE), (RelType.DEPENDS_ON, RelType.IMPORTS)),
     (_USE, (RelType.CALLS, RelType.DEPENDS_ON, RelType.IMPORTS)),
-    (re.compile(r"\bimport", re.IGNORECASE), (RelType.IMPORTS,)),
+    (re.compile(r"\bimport(s|ed|ing)?\b", re.IGNORECASE), (RelType.IMPORTS,)),
     (re.compile(r"\bown(s|ed|er|ers|ership)?\b|\bresponsible\b|\bmaintain", re.IGNORECASE), (RelType.OWNS,)),
     (re.compile(r"\bmembers?\b|\bworks? (on|in)\b|\bteam\b", re.IGNORECASE), (RelType.MEMBER_OF,)),
-    (re.compile(r"\bchang|\bmodif|\btouch|\bedit", re.IGNORECASE),
+    (re.compile(r"\bchang(e|es|ed|ing)\b|\bmodif(y|ies|ied|ying|ication|ications)\b|\btouch(es|ed|ing)?\b"
+                r"|\bedit(s|ed|ing)?\b", re.IGNORECASE),
      (RelType.MODIFIED, RelType.CHANGED, RelType.IMPLEMENTS, RelType.REFERENCES)),
-    (re.compile(r"\bwrote\b|\bauthor|\bcommitted\b|\blast changed\b", re.IGNORECASE), (RelType.AUTHORED,)),
+    (re.compile(r"\bwrote\b|\bauthor(s|ed|ing|ship)?\b|\bcommitted\b|\blast changed\b", re.IGNORECASE),
+     (RelType.AUTHORED,)),
     (re.compile(r"\bcaus|\btrigger|\bintroduc|\broot cause", re.IGNORECASE), (RelType.CAUSED_BY,)),
-    (re.compile(r"\bfix|\bresolv|\bmitigat", re.IGNORECASE), (RelType.RESOLVED_BY, RelType.FIXES, RelType.AUTHORED)),
+    (re.compile(r"\bfix(es|ed|ing|er)?\b|\bresolv(e|es|ed|ing)\b|\bmitigat", re.IGNORECASE),
+     (RelType.RESOLVED_BY, RelType.FIXES, RelType.AUTHORED)),
     (_DECISION_WORDS, (RelType.DECIDED, RelType.IMPLEMENTS, RelType.REFERENCES)),
     (re.compile(r"\bsupersed|\breplac|\bin force\b|\bobsolete", re.IGNORECASE), (RelType.SUPERSEDES,)),
     (re.compile(r"\bfail|\bbroke|\bhit\b|\baffect|\boutage", re.IGNORECASE), (RelType.AFFECTED, RelType.CAUSED_BY)),
-    (re.compile(r"\bmention|\brefer", re.IGNORECASE), (RelType.MENTIONS, RelType.REFERENCES)),
-    (re.compile(r"\binherit|\bextend|\bsubclass|\bimplements? the interface", re.IGNORECASE), (RelType.INHERITS,)),
+    (re.compile(r"\bmention|\brefer(s|red|ring|ence|ences|enced|encing)?\b", re.IGNORECASE),
+     (RelType.MENTIONS, RelType.REFERENCES)),
+    (re.compile(r"\binherit|\bextend(s|ed|ing)?\b|\bsubclass|\bimplements? the interface", re.IGNORECASE),
+     (RelType.INHERITS,)),
 ]
 
 # Words of a thing's coming and going, which lead to the commits that changed it only when the
