@@ -3,8 +3,9 @@
 Hand-set multipliers cannot know when to trust each list: a graph list that started from what the
 question names is decisive for "what calls X" and noise for "where is the code that parses
 dates". The ranker sees, for every candidate, each retriever's rank and normalised score, how many
-lists agree, whether its kind is the one asked for, whether and why the question named it, the
-length and relationship types of the graph path that reached it, and the question's shape; it is
+lists agree, how clearly a list it leads puts it first, whether its kind is the one asked for,
+whether and why the question named it, the length and relationship types of the graph path that
+reached it, and the question's shape; it is
 trained on a development split by ``eval/train_fusion.py`` and shipped as a JSON artefact, one
 ranker per retrieval path (the organisation walk, the passage entity layer). A ranker is linear
 (pairwise: gold above non-gold of the same question, RankNet's logistic loss) or a sum of
