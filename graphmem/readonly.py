@@ -882,10 +882,22 @@ def _translate(exc: BaseException, timeout_s: float) -> BaseException:
                 "needed more memory than the server allows one transaction"
             return CypherOutOfMemory(f"Neo4j stopped the query: it {what} ({message}); narrow it (LIMIT, fewer "
                                      "rows collected or sorted, smaller values built in the query)")
+        if code.endswith(".Statement.ExecutionFailed") and _is_negative_size(message):
+            # Java's NegativeArraySizeException, whose message is the size: a string or list built in
+            # the query outgrew the largest array the JVM can hold, before a memory guard counted it
+            # (string concatenation is not tracked) or the heap ran out.
+            return CypherOutOfMemory(f"Neo4j stopped the query: it built a value larger than the server can hold "
+                                     f"(size {message}); narrow it (LIMIT, fewer rows collected or sorted, smaller "
+                                     "values built in the query)")
         return CypherError(f"Neo4j could not run the query: {code}: {message}")
     if isinstance(exc, nx.DriverError):
         return CypherError(f"Neo4j could not run the query: {exc}")
     return exc
+
+
+def _is_negative_size(message: str) -> bool:
+    """Whether an error message is only a negative number (an array size that overflowed)."""
+    return message.startswith("-") and message[1:].isdigit()
 
 
 def _abandon(driver: Any, database: str | None, tag: str, box: dict[str, Any]) -> None:

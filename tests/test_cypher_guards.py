@@ -264,6 +264,21 @@ def test_a_query_that_would_exhaust_the_heap_is_stopped_and_neo4j_keeps_answerin
     _alive(a)
 
 
+def test_a_value_that_outgrew_the_largest_array_reads_as_a_memory_stop() -> None:
+    """Whether the string bomb ends on the memory guard, the heap or Java's array size limit
+    depends on the server's heap at that moment; the last arrives as a bare negative size."""
+    import neo4j.exceptions as nx
+
+    from graphmem.readonly import _translate
+
+    hydrate = getattr(nx.Neo4jError, "_hydrate_neo4j", None) or getattr(nx.Neo4jError, "hydrate")
+    overflow = _translate(hydrate(code="Neo.DatabaseError.Statement.ExecutionFailed", message="-2147483648"), 20)
+    assert isinstance(overflow, CypherOutOfMemory) and "Neo4j stopped the query" in str(overflow)
+    assert "narrow it" in str(overflow) and "-2147483648" in str(overflow)
+    other = _translate(hydrate(code="Neo.DatabaseError.Statement.ExecutionFailed", message="-1 is not a size"), 20)
+    assert type(other) is CypherError and "Neo4j could not run the query" in str(other)
+
+
 # Bombs of every kind, each through the real runner: (id, query, the errors it may end with, what
 # stops it). "server": Neo4j's own guards, its time limit or its memory limit for one transaction.
 # "client": Neo4j notices its time limit, and TERMINATE TRANSACTION, only at some points of a
