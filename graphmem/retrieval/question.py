@@ -44,6 +44,11 @@ _DECISION_WORDS = re.compile(r"\bdecid|\bdecision|\badr\b", re.IGNORECASE)
 # Words that name relationships, and the types they mean.
 # "used to" and "used for" give a purpose ("the helper used to parse dates"), not a user.
 _USE = re.compile(r"\bus(?:e|es|ed)\b(?!\s+(?:to|for)\b)", re.IGNORECASE)
+# English forms of editing something, which lead to the commits that did it (and, with removals,
+# updates and renames, make a question about change: ``_CHANGE_WORDS``).
+_EDIT_WORDS = frozenset({"change", "changed", "changes", "changing", "modify", "modified", "modifies", "modifying",
+                         "modification", "modifications", "touch", "touched", "touches", "touching", "edit",
+                         "edited", "edits", "editing"})
 # Each word is matched in its own forms only, not as the start of another word: "fixture" is not
 # "fix", "authorization" not "author", "editable" not "edit", "important" not "import", an
 # "extension point" not "extends".
@@ -54,8 +59,7 @@ _REL_WORDS: list[tuple[re.Pattern[str], tuple[RelType, ...]]] = [
     (re.compile(r"\bimport(s|ed|ing)?\b", re.IGNORECASE), (RelType.IMPORTS,)),
     (re.compile(r"\bown(s|ed|er|ers|ership)?\b|\bresponsible\b|\bmaintain", re.IGNORECASE), (RelType.OWNS,)),
     (re.compile(r"\bmembers?\b|\bworks? (on|in)\b|\bteam\b", re.IGNORECASE), (RelType.MEMBER_OF,)),
-    (re.compile(r"\bchang(e|es|ed|ing)\b|\bmodif(y|ies|ied|ying|ication|ications)\b|\btouch(es|ed|ing)?\b"
-                r"|\bedit(s|ed|ing)?\b", re.IGNORECASE),
+    (re.compile(r"\b(?:" + "|".join(sorted(_EDIT_WORDS)) + r")\b", re.IGNORECASE),
      (RelType.MODIFIED, RelType.CHANGED, RelType.IMPLEMENTS, RelType.REFERENCES)),
     (re.compile(r"\bwrote\b|\bauthor(s|ed|ing|ship)?\b|\bcommitted\b|\blast changed\b", re.IGNORECASE),
      (RelType.AUTHORED,)),
@@ -117,10 +121,8 @@ _LATEST_CHANGE = re.compile(r"\b(last|latest|most recent(ly)?|recently)\s+(chang
 # written in camel case ("CreateArticle", "removeListener") is not read as one.
 _REMOVAL_WORDS = frozenset({"remove", "removed", "removes", "removing", "removal", "delete", "deleted", "deletes",
                             "deleting", "deletion", "drop", "dropped", "drops", "dropping"})
-_CHANGE_WORDS = _REMOVAL_WORDS | frozenset({
-    "change", "changed", "changes", "changing", "modify", "modified", "modifies", "modifying", "modification",
-    "touch", "touched", "touches", "touching", "edit", "edited", "edits", "editing", "update", "updated",
-    "updates", "updating", "rename", "renamed", "renames", "renaming"})
+_CHANGE_WORDS = _REMOVAL_WORDS | _EDIT_WORDS | frozenset({
+    "update", "updated", "updates", "updating", "rename", "renamed", "renames", "renaming"})
 _CREATION_WORDS = frozenset({"add", "added", "adds", "adding", "addition", "introduce", "introduced", "introduces",
                              "introducing", "introduction", "create", "created", "creates", "creating", "creation"})
 _GONE = re.compile(r"\b(go|goes|gone|went) away\b", re.IGNORECASE)
