@@ -116,6 +116,39 @@ def test_a_root_commit_is_no_answer_to_what_changed_a_symbol(tmp_path) -> None: 
     store.close()
 
 
+def test_what_one_directed_step_reaches_answers_before_better_connected_neighbours(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A module calls ``render_table`` at import time and holds its callers, so PageRank gathers on
+    the module; asked what ``render_table`` relies on, its two callees answer first, and the module
+    (a caller) and the class holding it come after them."""
+    from graphmem.model import RelType, Relationship
+    from graphmem.retrieval.config import WalkConfig
+    from graphmem.retrieval.graph import GraphRetriever
+
+    store = EmbeddedStore(tmp_path, "callees")
+    prov = Provenance("src/report.py", "test")
+    module, cls = "file:src/report.py", "sym:src/report.py::Report"
+    fn = "sym:src/report.py::Report.render_table"
+    helpers = ["sym:src/cells.py::pad_cell", "sym:src/cells.py::join_row"]
+    callers = [f"sym:src/report.py::section_{i}" for i in range(12)]
+    nodes = [Node(module, "src/report.py", prov, {}), Node(cls, "Report", prov, {"symbol_kind": "class"}),
+             Node(fn, "render_table", prov, {"symbol_kind": "method", "qualname": "Report.render_table"})]
+    nodes += [Node(key, key.rsplit("::", 1)[1], prov, {"symbol_kind": "function"}) for key in helpers + callers]
+    rels = [Relationship(module, RelType.CONTAINS, key, prov, {}) for key in [cls, *callers]]
+    rels += [Relationship(cls, RelType.CONTAINS, fn, prov, {}), Relationship(module, RelType.CALLS, fn, prov, {})]
+    rels += [Relationship(fn, RelType.CALLS, key, prov, {}) for key in helpers]
+    rels += [Relationship(key, RelType.CALLS, fn, prov, {}) for key in callers]
+    store.upsert(nodes, rels, [])
+
+    def first_two(text: str, config: WalkConfig) -> list[str]:
+        return sorted(h.key for h in GraphRetriever(store, walk_config=config).retrieve(parse_question(text)).hits[:2])
+
+    for text in ("What does render_table call?", "Which helpers does render_table rely on?"):
+        assert first_two(text, WalkConfig()) == sorted(helpers), text
+    # Without the ordering, the module's PageRank mass puts it above a callee.
+    assert module in first_two("Which helpers does render_table rely on?", WalkConfig(direct_first=False))
+    store.close()
+
+
 def test_a_member_of_a_named_type_is_linked_and_its_namesakes_dropped(catalog: Catalog) -> None:
     # A dunder links through the type the question names.
     assert DUNDER in linked(catalog, "What does the __init__ method of Builder call?")

@@ -112,6 +112,7 @@ class WalkConfig:
     latest_change_boost: float = 5.0  # "who last changed X": the newest change relationship
     older_change_factor: float = 0.1  # ... and the older ones
     against_direction: float = 0.25  # a directed relationship walked away from the answer's end
+    direct_first: bool = True  # one directed step from what the question names comes before the rest
     max_depth: int = 4
     max_nodes: int = 2500
     deep_limit: int = 400  # the last hop only out of a neighbourhood smaller than this

@@ -123,6 +123,8 @@ def walk(store: GraphStore, cat: Catalog, q: Question, linked: dict[str, Link], 
              and (cat.nodes.get(key, (None,))[0] is not NodeKind.ENTITY or NodeKind.ENTITY in answer)}
     for key in result.subjects & set(final):
         final[key] *= config.off_kind_factor
+    if config.direct_first and answer and q.directions:
+        final = _direct_answers_first(final, edges, q, cat, result, answer, config)
     # A root commit created everything it touched: it changed and removed nothing.
     for key in (cat.root_commits & set(final)) if q.asks_change else ():
         final[key] *= config.off_kind_factor
@@ -270,6 +272,30 @@ class _Subgraph:
                 nodes.append(prev)
             out[key] = Path(tuple(self.keys[i] for i in reversed(nodes)), tuple(reversed(steps)))
         return out
+
+
+def _direct_answers_first(final: dict[str, float], edges: list[Edge], q: Question, cat: Catalog,
+                          result: GraphResult, answer: set[NodeKind], config: WalkConfig) -> dict[str, float]:
+    """"What does X call", "which services depend on auth": the nodes one step of a relationship the
+    question directs away from what it names (or, for a two-step question, from the nodes it steps
+    through), at the end it asks for, answer it; the rest of what the walk reached (the file that
+    holds X, X's callers, its class) is scaled below the weakest of them. PageRank alone lets a
+    well-connected neighbour outrank them."""
+    directions = {t.value: end for t, end in q.directions.items()}
+    origins = {key for key, link in result.linked.items()
+               if link.reason is LinkReason.STEPPED or (link.named and not q.step)}
+    direct = {e.other for e in edges if e.origin in origins and e.other in final
+              and (e.step.src if directions.get(e.step.type) == "src" else e.step.dst) == e.other
+              and e.step.type in directions and e.other not in result.subjects
+              and cat.nodes.get(e.other, (None,))[0] in answer}
+    rest = [v for key, v in final.items() if key not in direct]
+    if not direct or not rest:
+        return final
+    low, high = min(final[key] for key in direct), max(rest)
+    if high < low:
+        return final
+    scale = config.off_kind_factor * low / high
+    return {key: v if key in direct else v * scale for key, v in final.items()}
 
 
 def edge_weights(q: Question, config: WalkConfig | None = None) -> dict[str, float]:
