@@ -20,6 +20,7 @@ ONE_LETTER = "sym:tests/data/shapes.py::S"
 BUILDER = "sym:src/builder.py::Builder"
 OTHER_PRIVATE = "sym:src/runner.py::Runner._eval_snippets"
 FIELD_FN = "sym:src/make.py::field"
+OTHER_FN = "sym:tests/data/pairs.py::other"
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +37,8 @@ def catalog(tmp_path_factory: pytest.TempPathFactory) -> Catalog:
                   Node(BUILDER, "Builder", prov, {"symbol_kind": "class", "qualname": "Builder"}),
                   Node(OTHER_PRIVATE, "_eval_snippets", prov, {"symbol_kind": "method",
                                                                 "qualname": "Runner._eval_snippets"}),
-                  Node(FIELD_FN, "field", prov, {"symbol_kind": "function", "qualname": "field"})], [], [])
+                  Node(FIELD_FN, "field", prov, {"symbol_kind": "function", "qualname": "field"}),
+                  Node(OTHER_FN, "other", prov, {"symbol_kind": "function", "qualname": "other"})], [], [])
     cat = Catalog.build(store)
     store.close()
     return cat
@@ -81,6 +83,33 @@ def test_a_code_noun_frames_a_word_only_right_beside_it(catalog: Catalog) -> Non
     assert FIELD_FN in linked(catalog, "Where is the `field` attribute helper?")  # quoted
     assert PROJECT_METHOD in linked(catalog, "Where is the method project defined?")  # a name after the noun
     assert PROJECT_METHOD in linked(catalog, "Which method calls project?")
+
+
+def test_a_word_that_picks_among_code_is_no_name(catalog: Catalog) -> None:
+    assert OTHER_FN not in linked(catalog, "Which other functions does _eval_snippets call?")
+    assert OTHER_FN not in linked(catalog, "Do any other methods of Builder call field?")
+    assert OTHER_FN in linked(catalog, "Which functions call other?")  # still a name where one stands
+
+
+def test_the_projects_own_packages_name_no_symbol(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A question naming the project by its package ("the functions of _pytest") is not about a
+    function that shares the package's name, unless project names are configured as anchors."""
+    from graphmem.retrieval.graph import GraphRetriever, top_packages
+
+    assert top_packages(["src/_pytest/__init__.py", "src/_pytest/config/__init__.py", "src/pytest/__init__.py",
+                         "testing/__init__.py", "conans/__init__.py", "setup.py"]) == {"_pytest", "pytest", "conans"}
+    assert top_packages(["__init__.py", "core/__init__.py"]) == set()  # the repository root is the package
+    store = EmbeddedStore(tmp_path, "pytest")
+    prov = Provenance("src/_pytest/pytester.py", "test")
+    fixture = "sym:src/_pytest/pytester.py::_pytest"
+    fail = "sym:src/_pytest/outcomes.py::fail"
+    store.upsert([Node("file:src/_pytest/__init__.py", "src/_pytest/__init__.py", prov, {}),
+                  Node(fixture, "_pytest", prov, {"symbol_kind": "function", "qualname": "_pytest"}),
+                  Node(fail, "fail", prov, {"symbol_kind": "function", "qualname": "fail"})], [], [])
+    q = parse_question("Which functions of _pytest call fail()?")
+    assert set(GraphRetriever(store).link(q)) == {fail}
+    assert fixture in GraphRetriever(store, link_config=LinkConfig(project_name_anchors=True)).link(q)
+    store.close()
 
 
 def test_a_dunder_method_is_not_linked_by_its_bare_name(catalog: Catalog) -> None:

@@ -11,7 +11,7 @@ and keeps what is built once per catalog (name vectors, the layer, fact vectors)
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path as FsPath
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from graphmem.model import NodeKind
+from graphmem.model import NodeKind, is_test_path
 from graphmem.retrieval.config import LayerConfig, LinkConfig, WalkConfig
 from graphmem.retrieval.graph.catalog import Catalog, node_date, words_of
 from graphmem.retrieval.graph.layer import EntityLayer, rank_passages
@@ -48,6 +48,15 @@ class _Built:
     layer: EntityLayer | None | bool = False  # False: not built yet
     facts: np.ndarray | None = None
     project_names: frozenset[tuple[str, ...]] = frozenset()
+
+
+def top_packages(paths: Iterable[str]) -> set[str]:
+    """Names of the repository's top-level Python packages outside its tests (``src/_pytest``,
+    ``conans``): the names its own code is imported by, so a question naming one names the project
+    ("which functions of _pytest does it call"), not a symbol that happens to share the name."""
+    dirs = {p.rpartition("/")[0] for p in paths if p == "__init__.py" or p.endswith("/__init__.py")}
+    return {d.rpartition("/")[2] for d in dirs
+            if d and d.rpartition("/")[0] not in dirs and not is_test_path(d + "/__init__.py")}
 
 
 class GraphRetriever:
@@ -100,6 +109,7 @@ class GraphRetriever:
             node = self.store.get_node(key)
             if node is not None and node.props.get("path") in ("", ".", None) and node.name:
                 names.add(node.name)
+        names |= top_packages(key[5:] for key in cat.by_kind.get(NodeKind.FILE, []))
         return frozenset(tuple(words_of(n)) for n in names if n)
 
     def _layer(self, built: _Built) -> EntityLayer | None:

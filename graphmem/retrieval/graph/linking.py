@@ -252,6 +252,9 @@ CALL_VERBS = frozenset({"call", "calling", "invoke", "invoking"})
 _CALLED = frozenset({"called", "invoked"})
 _BY = frozenset({"by"})
 _ASKING = frozenset({"which", "what"})
+# Words that pick among things rather than name one: "the other functions", "each method".
+_DETERMINERS = frozenset({"other", "another", "each", "every", "some", "such", "same", "both", "either",
+                          "neither", "no", "more", "most", "few", "several", "many", "own"})
 
 
 def _framed_as_code(text: str, spans: list[re.Match[str]], words: list[str], quoted: set[str], i: int) -> bool:
@@ -268,5 +271,5 @@ def _framed_as_code(text: str, spans: list[re.Match[str]], words: list[str], quo
     # After "which function" or "what method" comes the asked-for code's verb ("which method parses
     # a list"), not its name: the noun is the question's subject, named by nothing yet.
     after_noun = beside(i - 1, CODE_NOUNS) and not (i >= 2 and words[i - 2] in _ASKING)
-    return (words[i] in quoted or beside(i + 1, CODE_NOUNS) or after_noun or beside(i - 1, CALL_VERBS)
+    return (words[i] in quoted or (beside(i + 1, CODE_NOUNS) and words[i] not in _DETERMINERS) or after_noun or beside(i - 1, CALL_VERBS)
             or (i >= 2 and words[i - 2] in _CALLED and beside(i - 1, _BY)))
