@@ -170,6 +170,10 @@ def test_question_reading_finds_answer_kind_relations_and_ids() -> None:
     ("Which functions use parse_args?", "src"),
     ("What does flush use?", "dst"),
     ("Who calls flush?", "src"),
+    # a dot inside a name ends no sentence
+    ("Where is Writer.flush called from?", "src"),
+    ("Where is writer.flush_all() called from?", "src"),
+    ("Where is Writer.flush used outside its own package?", "src"),
 ])
 def test_question_reading_finds_which_end_of_a_call_is_asked(text: str, end: str) -> None:
     q = parse_question(text, REF)
@@ -207,6 +211,13 @@ def test_question_reading_tells_the_verb_depend_from_the_nouns(text: str, end: s
     q = parse_question(text, REF)
     assert q.directions.get(RelType.DEPENDS_ON) == end, q.directions
     assert (NodeKind.SERVICE in q.answer_kinds) == (end is not None or "services" in text.lower())
+
+
+def test_its_own_is_no_ownership() -> None:
+    assert RelType.OWNS not in parse_question("Where is flush used outside its own package?", REF).rel_types
+    assert RelType.OWNS not in parse_question("Why does the parser keep their own buffer?", REF).rel_types
+    for text in ("Who owns billing?", "Which services do we own?", "Who is the owner of billing?"):
+        assert RelType.OWNS in parse_question(text, REF).rel_types, text
 
 
 def test_who_uses_code_asks_for_code() -> None:

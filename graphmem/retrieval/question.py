@@ -57,7 +57,9 @@ _REL_WORDS: list[tuple[re.Pattern[str], tuple[RelType, ...]]] = [
     (re.compile(r"\bdepend|\bdependen|\bconsum", re.IGNORECASE), (RelType.DEPENDS_ON, RelType.IMPORTS)),
     (_USE, (RelType.CALLS, RelType.DEPENDS_ON, RelType.IMPORTS)),
     (re.compile(r"\bimport(s|ed|ing)?\b", re.IGNORECASE), (RelType.IMPORTS,)),
-    (re.compile(r"\bown(s|ed|er|ers|ership)?\b|\bresponsible\b|\bmaintain", re.IGNORECASE), (RelType.OWNS,)),
+    # "Its own package" is no ownership.
+    (re.compile(r"\bown(s|ed|er|ers|ership)\b|(?<!\bits )(?<!\btheir )(?<!\bhis )(?<!\bher )(?<!\bour )"
+                r"(?<!\bmy )(?<!\byour )\bown\b|\bresponsible\b|\bmaintain", re.IGNORECASE), (RelType.OWNS,)),
     (re.compile(r"\bmembers?\b|\bworks? (on|in)\b|\bteam\b", re.IGNORECASE), (RelType.MEMBER_OF,)),
     (re.compile(r"\b(?:" + "|".join(sorted(_EDIT_WORDS)) + r")\b", re.IGNORECASE),
      (RelType.MODIFIED, RelType.CHANGED, RelType.IMPLEMENTS, RelType.REFERENCES)),
@@ -309,7 +311,9 @@ def parse_time(text: str, now: datetime) -> TimeFilter:
 
 # A passive verb: a be-verb before it ("where is X called from", "X being called"); with words
 # between the two, those words are the verb's object and the answer is its subject.
-_PASSIVE = re.compile(r"\b(?P<be>is|are|was|were|be|been|being|gets?|got)\b(?P<between>[^?.!,;]*)$", re.IGNORECASE)
+# A dot inside a name ("node.findEdge") ends no sentence.
+_PASSIVE = re.compile(r"\b(?P<be>is|are|was|were|be|been|being|gets?|got)\b(?P<between>(?:[^?.!,;]|\.(?=\w))*)$",
+                      re.IGNORECASE)
 # Verbs whose English subject is the start of the relationship ("A calls B": A -CALLS-> B).
 _DIRECTED_VERBS: list[tuple[re.Pattern[str], RelType]] = [
     (re.compile(r"\bcall(?:s|ed|ing)?\b|\binvok\w*|\brel(?:y|ies|ied|ying) on\b|\bdelegat\w*|\breach(?:es|ed)?\b",
