@@ -271,5 +271,6 @@ def _framed_as_code(text: str, spans: list[re.Match[str]], words: list[str], quo
     # After "which function" or "what method" comes the asked-for code's verb ("which method parses
     # a list"), not its name: the noun is the question's subject, named by nothing yet.
     after_noun = beside(i - 1, CODE_NOUNS) and not (i >= 2 and words[i - 2] in _ASKING)
-    return (words[i] in quoted or (beside(i + 1, CODE_NOUNS) and words[i] not in _DETERMINERS) or after_noun or beside(i - 1, CALL_VERBS)
+    before_noun = beside(i + 1, CODE_NOUNS) and words[i] not in _DETERMINERS
+    return (words[i] in quoted or before_noun or after_noun or beside(i - 1, CALL_VERBS)
             or (i >= 2 and words[i - 2] in _CALLED and beside(i - 1, _BY)))

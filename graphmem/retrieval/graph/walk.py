@@ -284,9 +284,9 @@ def _direct_answers_first(final: dict[str, float], edges: list[Edge], q: Questio
     directions = {t.value: end for t, end in q.directions.items()}
     origins = {key for key, link in result.linked.items()
                if link.reason is LinkReason.STEPPED or (link.named and not q.step)}
-    direct = {e.other for e in edges if e.origin in origins and e.other in final
-              and (e.step.src if directions.get(e.step.type) == "src" else e.step.dst) == e.other
-              and e.step.type in directions and e.other not in result.subjects
+    direct = {e.other for e in edges if e.origin in origins and e.step.type in directions
+              and (e.step.src if directions[e.step.type] == "src" else e.step.dst) == e.other
+              and e.other in final and e.other not in result.subjects
               and cat.nodes.get(e.other, (None,))[0] in answer}
     rest = [v for key, v in final.items() if key not in direct]
     if not direct or not rest:
