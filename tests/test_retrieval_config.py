@@ -30,6 +30,7 @@ from graphmem.retrieval.learned import (
     feature_names,
     load_model,
     matrix,
+    outside_scope_last,
 )
 
 
@@ -106,6 +107,32 @@ def test_a_relationships_named_end_stays_out_of_the_first_places() -> None:
     assert demote_subjects(order, {"x"}, 0) == order  # off
     assert demote_subjects(["x", "a"], {"x"}, 5) == ["a", "x"]  # fewer others than places: all of them first
     assert demote_subjects(order, set(), 3) == order
+
+
+def test_code_in_a_package_the_question_excludes_comes_last() -> None:
+    from graphmem.retrieval.engine import Candidates, excluded_packages
+    from graphmem.retrieval.graph.linking import Link, LinkReason
+    from graphmem.retrieval.graph.result import GraphResult
+    from graphmem.retrieval.question import parse_question
+
+    named = "sym:cli/Option.java::Option.getSince"
+    order = [named, "sym:cli/Options.java::Options.addOption", "commit:" + "a" * 40,
+             "sym:cli/help/OptionFormatter.java::OptionFormatter.getSince", "file:cli/Parser.java"]
+    moved = ["commit:" + "a" * 40, "sym:cli/help/OptionFormatter.java::OptionFormatter.getSince",
+             named, "sym:cli/Options.java::Options.addOption", "file:cli/Parser.java"]
+    assert outside_scope_last(order, {"cli"}) == moved  # a subdirectory is another package
+    assert outside_scope_last(order, set()) == order
+
+    def excluded(text: str) -> set[str]:
+        graph = GraphResult(hits=[], seeds={}, linked={named: Link(1.0, LinkReason.NAME, "Option.getSince")})
+        return excluded_packages(Candidates(parse_question(text), graph=graph))
+
+    assert excluded("Who uses Option.getSince from other packages of commons-cli?") == {"cli"}
+    assert excluded("Where is Option.getSince used outside its own package?") == {"cli"}
+    assert excluded("Which code outside `cli/help/` calls Option.getSince?") == {"cli/help"}
+    assert excluded("Which modules outside of src/app/ depend on Option.getSince?") == {"src/app"}
+    assert excluded("Who calls Option.getSince?") == set()
+    assert excluded("Which packages does the parser use?") == set()  # packages named, no scope read
 
 
 def test_the_shipped_model_matches_the_features_and_ranks() -> None:

@@ -173,6 +173,9 @@ class FusionConfig:
     # Learned: the named end of an asked relationship ("X" in "what calls X") stays out of the
     # first ``subject_rank`` places (0: the model alone decides).
     subject_rank: int = 5
+    # A candidate in a package the question reads its answer to lie outside ("which code outside
+    # middleware/ calls X", "who uses X from other packages") goes after those that are not.
+    scope_last: bool = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "weights", _frozen_map(self.weights))

@@ -367,3 +367,12 @@ def apply_floor(order: list[str], lists: Mapping[str, Sequence[str]], top: int, 
     position = {key: i for i, key in enumerate(order)}
     new_head.sort(key=lambda key: position[key])
     return new_head + rest
+
+
+def outside_scope_last(order: list[str], excluded: set[str]) -> list[str]:
+    """``order`` with the code in an ``excluded`` package moved after the rest, in its order. A
+    package is one directory: ``cli/help/`` is another package than ``cli/``."""
+    if not excluded:
+        return order
+    inside = {key for key in order if (path := path_of_key(key)) is not None and path.rpartition("/")[0] in excluded}
+    return [key for key in order if key not in inside] + [key for key in order if key in inside]

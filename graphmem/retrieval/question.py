@@ -244,6 +244,11 @@ class Question:
     shas: tuple[str, ...] = ()
     time: TimeFilter = field(default_factory=TimeFilter)
     words: int = 0  # plain English words (names written as code are not words)
+    # "which code outside middleware/ calls X": directories (packages) the answer lies outside.
+    outside: tuple[str, ...] = ()
+    # "who uses X from other packages", "outside its own package": the answer lies outside the
+    # package (directory) of the code the question names.
+    outside_own: bool = False
 
     @property
     def relational(self) -> bool:
@@ -407,6 +412,13 @@ def _main_clause(text: str) -> str:
     return "".join(out)
 
 
+# A directory written as a path after "outside" ("outside src/_pytest/config/", "outside `middleware/`").
+_OUTSIDE_PATH = re.compile(r"\boutside\s+(?:of\s+)?(?:the\s+)?[`'\"]?((?:[\w.-]+/)+)", re.IGNORECASE)
+_OUTSIDE_OWN = re.compile(r"\boutside\s+(?:of\s+)?(?:its|their)\s+own\s+(?:package|module|director(?:y|ies)|folder)s?\b"
+                          r"|\b(?:from|in|by)\s+(?:any\s+)?other\s+(?:package|module|director(?:y|ie)|folder)s\b",
+                          re.IGNORECASE)
+
+
 def parse_question(text: str, now: datetime | None = None, *, sessions: bool = False) -> Question:
     """Read ``text`` (see the module docstring); ``now`` anchors "last month" and the like;
     ``sessions``: the project holds agent sessions, so "which sessions ..." asks for them."""
@@ -459,4 +471,6 @@ def parse_question(text: str, now: datetime | None = None, *, sessions: bool = F
                                     if p.upper() not in ("ADR", "INC")))
     q.shas = tuple(dict.fromkeys(s for s in SHA_RE.findall(text.lower()) if not s.isdigit()))
     q.time = parse_time(text, now)
+    q.outside = tuple(dict.fromkeys(m.group(1).rstrip("/") for m in _OUTSIDE_PATH.finditer(text)))
+    q.outside_own = bool(_OUTSIDE_OWN.search(text))
     return q
