@@ -135,6 +135,34 @@ def test_code_in_a_package_the_question_excludes_comes_last() -> None:
     assert excluded("Which packages does the parser use?") == set()  # packages named, no scope read
 
 
+def test_code_outside_the_package_a_question_names_comes_last(tmp_path: Path) -> None:
+    from graphmem.model import Node, Provenance
+    from graphmem.retrieval.graph import GraphRetriever, scope_paths
+    from graphmem.retrieval.question import parse_question
+    from graphmem.stores.embedded import EmbeddedStore
+
+    assert parse_question("Which functions in the assertion module call fail?").inside == ("assertion",)
+    assert parse_question("Which code under `src/app/` calls fail?").inside == ("src/app/",)
+    assert parse_question("Where is fail defined in pytest?").inside == ()  # a project, not a package
+    store = EmbeddedStore(tmp_path, "scopes")
+    files = ["src/_pytest/assertion/util.py", "src/_pytest/assertion/rewrite.py", "src/_pytest/python.py",
+             "src/_pytest/directives/patches.py", "src/app/main.py"]
+    store.upsert([Node(f"file:{p}", p, Provenance(p, "test"), {}) for p in files], [], [])
+    cat = GraphRetriever(store).catalog
+    assert scope_paths(("assertion",), cat) == {"src/_pytest/assertion/"}
+    assert scope_paths(("patches",), cat) == {"src/_pytest/directives/patches.py"}  # a module is a file
+    assert scope_paths(("src/app/",), cat) == {"src/app/"}
+    assert scope_paths(("documentation", "lib/"), cat) == set()  # names nothing here
+    store.close()
+    order = ["sym:src/_pytest/python.py::fail", "commit:" + "b" * 40, "sym:src/_pytest/assertion/util.py::_diff",
+             "file:src/_pytest/directives/patches.py"]
+    assert outside_scope_last(order, set(), {"src/_pytest/assertion/"}) == [
+        "commit:" + "b" * 40, "sym:src/_pytest/assertion/util.py::_diff", "sym:src/_pytest/python.py::fail",
+        "file:src/_pytest/directives/patches.py"]
+    assert outside_scope_last(order, set(), {"src/_pytest/directives/patches.py"})[:2] == [
+        "commit:" + "b" * 40, "file:src/_pytest/directives/patches.py"]
+
+
 def test_the_shipped_model_matches_the_features_and_ranks() -> None:
     model = load_model(FusionConfig().model)
     assert list(model.names) == feature_names()

@@ -174,7 +174,8 @@ class FusionConfig:
     # first ``subject_rank`` places (0: the model alone decides).
     subject_rank: int = 5
     # A candidate in a package the question reads its answer to lie outside ("which code outside
-    # middleware/ calls X", "who uses X from other packages") goes after those that are not.
+    # middleware/ calls X", "who uses X from other packages"), or outside the package or module it
+    # places the answer in ("the functions in the assertion module"), goes after the others.
     scope_last: bool = True
 
     def __post_init__(self) -> None:

@@ -352,7 +352,7 @@ class Retriever:
         order = demote_subjects(order, {key for key in keys if signals[key].subject}, fusion.subject_rank)
         order = apply_floor(order, lists, fusion.floor_top, fusion.floor_rank)
         if fusion.scope_last:
-            order = outside_scope_last(order, excluded_packages(cands))
+            order = outside_scope_last(order, excluded_packages(cands), cands.graph.inside if cands.graph else set())
         return [(key, float(by_key[key])) for key in order]
 
     def _passages(self, keys: list[str], cands: Candidates, nodes: dict[str, Node],

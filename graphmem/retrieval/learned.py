@@ -19,7 +19,7 @@ list stay within the first ``floor_rank`` places of the fused list.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -369,10 +369,21 @@ def apply_floor(order: list[str], lists: Mapping[str, Sequence[str]], top: int, 
     return new_head + rest
 
 
-def outside_scope_last(order: list[str], excluded: set[str]) -> list[str]:
-    """``order`` with the code in an ``excluded`` package moved after the rest, in its order. A
-    package is one directory: ``cli/help/`` is another package than ``cli/``."""
-    if not excluded:
+def outside_scope_last(order: list[str], excluded: set[str], inside: Collection[str] = ()) -> list[str]:
+    """``order`` with the code outside the question's scope moved after the rest, in its order:
+    code in an ``excluded`` package (one directory: ``cli/help/`` is another package than
+    ``cli/``), and, when the question places its answer ``inside`` some paths (directory prefixes
+    ending in "/", or files), code elsewhere. Nodes without a path (commits, people) stay."""
+    if not excluded and not inside:
         return order
-    inside = {key for key in order if (path := path_of_key(key)) is not None and path.rpartition("/")[0] in excluded}
-    return [key for key in order if key not in inside] + [key for key in order if key in inside]
+
+    def out(key: str) -> bool:
+        path = path_of_key(key)
+        if path is None:
+            return False
+        if path.rpartition("/")[0] in excluded:
+            return True
+        return bool(inside) and not any(path == p or (p.endswith("/") and path.startswith(p)) for p in inside)
+
+    away = {key for key in order if out(key)}
+    return [key for key in order if key not in away] + [key for key in order if key in away]

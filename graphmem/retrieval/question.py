@@ -249,6 +249,9 @@ class Question:
     # "who uses X from other packages", "outside its own package": the answer lies outside the
     # package (directory) of the code the question names.
     outside_own: bool = False
+    # "the functions in the assertion module", "which code under src/app/ calls X": directories
+    # written as paths, or names of a package, module or directory, the answer lies in.
+    inside: tuple[str, ...] = ()
 
     @property
     def relational(self) -> bool:
@@ -418,6 +421,10 @@ _OUTSIDE_OWN = re.compile(r"\boutside\s+(?:of\s+)?(?:its|their)\s+own\s+(?:packa
                           r"|\b(?:from|in|by)\s+(?:any\s+)?other\s+(?:package|module|director(?:y|ie)|folder)s\b",
                           re.IGNORECASE)
 
+_INSIDE_PATH = re.compile(r"\b(?:in|under|within|inside)\s+(?:the\s+)?[`'\"]?((?:[\w.-]+/)+)", re.IGNORECASE)
+_INSIDE_NAME = re.compile(r"\b(?:in|under|within|inside)\s+the\s+[`'\"]?([\w.-]+)[`'\"]?\s+"
+                          r"(?:sub)?(?:package|module|director(?:y|ies)|folder)\b", re.IGNORECASE)
+
 
 def parse_question(text: str, now: datetime | None = None, *, sessions: bool = False) -> Question:
     """Read ``text`` (see the module docstring); ``now`` anchors "last month" and the like;
@@ -473,4 +480,6 @@ def parse_question(text: str, now: datetime | None = None, *, sessions: bool = F
     q.time = parse_time(text, now)
     q.outside = tuple(dict.fromkeys(m.group(1).rstrip("/") for m in _OUTSIDE_PATH.finditer(text)))
     q.outside_own = bool(_OUTSIDE_OWN.search(text))
+    q.inside = tuple(dict.fromkeys([m.group(1) for m in _INSIDE_PATH.finditer(text)]
+                                   + [m.group(1) for m in _INSIDE_NAME.finditer(text)]))
     return q

@@ -59,6 +59,27 @@ def top_packages(paths: Iterable[str]) -> set[str]:
             if d and d.rpartition("/")[0] not in dirs and not is_test_path(d + "/__init__.py")}
 
 
+def scope_paths(scopes: Sequence[str], cat: Catalog) -> set[str]:
+    """The project's paths that scope words name: a written directory ("src/app/") as itself, a
+    name ("the assertion module") as every directory of that name (with a trailing "/") and every
+    file of that stem. Words that name nothing in the project give nothing."""
+    paths = [key[5:] for key in cat.by_kind.get(NodeKind.FILE, [])]
+    out: set[str] = set()
+    for scope in scopes:
+        if scope.endswith("/"):
+            out |= {scope for p in paths if p.startswith(scope)}
+            continue
+        name = scope.lower()
+        for p in paths:
+            parts = p.split("/")
+            for i, part in enumerate(parts[:-1]):
+                if part.lower() == name:
+                    out.add("/".join(parts[:i + 1]) + "/")
+            if parts[-1].rsplit(".", 1)[0].lower() == name:
+                out.add(p)
+    return out
+
+
 class GraphRetriever:
     """Question -> ranked nodes with the paths that reached them (see the module docstring)."""
 
@@ -254,7 +275,8 @@ class GraphRetriever:
         for rank, key in enumerate(lexical_seeds):
             if key in cat.nodes and key not in seeds:
                 seeds[key] = lexical_weight / (rank + 1)
-        result = GraphResult([], seeds, dict(linked), anchored=anchored, named=bool(linked))
+        result = GraphResult([], seeds, dict(linked), anchored=anchored, named=bool(linked),
+                             inside=scope_paths(q.inside, cat) if q.inside else set())
         if not seeds:
             return result
         return walk(self.store, cat, q, linked, result, k=k, as_of=as_of, config=self.walk_config, link_config=cfg)
