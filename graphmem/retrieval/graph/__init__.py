@@ -67,7 +67,8 @@ def scope_paths(scopes: Sequence[str], cat: Catalog) -> set[str]:
     out: set[str] = set()
     for scope in scopes:
         if scope.endswith("/"):
-            out |= {scope for p in paths if p.startswith(scope)}
+            if any(p.startswith(scope) for p in paths):
+                out.add(scope)
             continue
         name = scope.lower()
         for p in paths:
