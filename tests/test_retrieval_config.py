@@ -110,9 +110,8 @@ def test_a_relationships_named_end_stays_out_of_the_first_places() -> None:
 
 
 def test_code_in_a_package_the_question_excludes_comes_last() -> None:
-    from graphmem.retrieval.engine import Candidates, excluded_packages
+    from graphmem.retrieval.graph import excluded_packages
     from graphmem.retrieval.graph.linking import Link, LinkReason
-    from graphmem.retrieval.graph.result import GraphResult
     from graphmem.retrieval.question import parse_question
 
     named = "sym:cli/Option.java::Option.getSince"
@@ -124,8 +123,7 @@ def test_code_in_a_package_the_question_excludes_comes_last() -> None:
     assert outside_scope_last(order, set()) == order
 
     def excluded(text: str) -> set[str]:
-        graph = GraphResult(hits=[], seeds={}, linked={named: Link(1.0, LinkReason.NAME, "Option.getSince")})
-        return excluded_packages(Candidates(parse_question(text), graph=graph))
+        return excluded_packages(parse_question(text), {named: Link(1.0, LinkReason.NAME, "Option.getSince")})
 
     assert excluded("Who uses Option.getSince from other packages of commons-cli?") == {"cli"}
     assert excluded("Where is Option.getSince used outside its own package?") == {"cli"}

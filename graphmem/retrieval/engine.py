@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 from typing import Any, Protocol
 
 from graphmem.errors import ModelError
-from graphmem.model import REL_ENDPOINTS, Chunk, Node, NodeKind, RelType, kind_of, path_of_key
+from graphmem.model import REL_ENDPOINTS, Chunk, Node, NodeKind, RelType, kind_of
 from graphmem.retrieval.config import DEFAULT_MODE, RerankConfig, RetrievalConfig, preset
 from graphmem.retrieval.fusion import reciprocal_rank_fusion, rrf_k
 from graphmem.retrieval.graph import GraphResult, GraphRetriever
@@ -351,8 +351,8 @@ class Retriever:
         order = sorted(keys, key=lambda key: (-by_key[key], key))
         order = demote_subjects(order, {key for key in keys if signals[key].subject}, fusion.subject_rank)
         order = apply_floor(order, lists, fusion.floor_top, fusion.floor_rank)
-        if fusion.scope_last:
-            order = outside_scope_last(order, excluded_packages(cands), cands.graph.inside if cands.graph else set())
+        if fusion.scope_last and cands.graph is not None:
+            order = outside_scope_last(order, cands.graph.outside, cands.graph.inside)
         return [(key, float(by_key[key])) for key in order]
 
     def _passages(self, keys: list[str], cands: Candidates, nodes: dict[str, Node],
@@ -395,18 +395,6 @@ class Retriever:
             if len(chain):
                 out[key] = [chain]
         return out
-
-
-def excluded_packages(cands: Candidates) -> set[str]:
-    """The packages (directories) the question reads its answer to lie outside: those it names
-    after "outside", and for "from other packages" or "outside its own package" those of the code
-    it names."""
-    q = cands.question
-    out = set(q.outside)
-    if q.outside_own and cands.graph is not None:
-        out |= {(path_of_key(key) or "").rpartition("/")[0] for key, link in cands.graph.linked.items()
-                if link.named and kind_of(key) in (NodeKind.SYMBOL, NodeKind.FILE)}
-    return out
 
 
 def _filter(kinds: set[NodeKind] | None, path_prefix: str | None):  # type: ignore[no-untyped-def]

@@ -417,8 +417,8 @@ def _main_clause(text: str) -> str:
 
 # A directory written as a path after "outside" ("outside src/_pytest/config/", "outside `middleware/`").
 _OUTSIDE_PATH = re.compile(r"\boutside\s+(?:of\s+)?(?:the\s+)?[`'\"]?((?:[\w.-]+/)+)", re.IGNORECASE)
-_OUTSIDE_OWN = re.compile(r"\boutside\s+(?:of\s+)?(?:its|their)\s+own\s+(?:package|module|director(?:y|ies)|folder)s?\b"
-                          r"|\b(?:from|in|by)\s+(?:any\s+)?other\s+(?:package|module|director(?:y|ie)|folder)s\b",
+_OUTSIDE_OWN = re.compile(r"\boutside\s+(?:of\s+)?(?:its|their)\s+own\s+(?:package|module|directory|folder)s?\b"
+                          r"|\b(?:from|in|by)\s+(?:any\s+)?other\s+(?:packages|modules|directories|folders)\b",
                           re.IGNORECASE)
 
 _INSIDE_PATH = re.compile(r"\b(?:in|under|within|inside)\s+(?:the\s+)?[`'\"]?((?:[\w.-]+/)+)", re.IGNORECASE)

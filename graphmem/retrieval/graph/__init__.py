@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from graphmem.model import NodeKind, is_test_path
+from graphmem.model import NodeKind, is_test_path, kind_of, path_of_key
 from graphmem.retrieval.config import LayerConfig, LinkConfig, WalkConfig
 from graphmem.retrieval.graph.catalog import Catalog, node_date, words_of
 from graphmem.retrieval.graph.layer import EntityLayer, rank_passages
@@ -50,6 +50,11 @@ class _Built:
     project_names: frozenset[tuple[str, ...]] = frozenset()
 
 
+def file_paths(cat: Catalog) -> list[str]:
+    """The paths of the project's open files."""
+    return [key[5:] for key in cat.by_kind.get(NodeKind.FILE, [])]
+
+
 def top_packages(paths: Iterable[str]) -> set[str]:
     """Names of the repository's top-level Python packages outside its tests (``src/_pytest``,
     ``conans``): the names its own code is imported by, so a question naming one names the project
@@ -59,11 +64,22 @@ def top_packages(paths: Iterable[str]) -> set[str]:
             if d and d.rpartition("/")[0] not in dirs and not is_test_path(d + "/__init__.py")}
 
 
+def excluded_packages(q: Question, linked: dict[str, Link]) -> set[str]:
+    """The packages (directories) the question reads its answer to lie outside: those it names
+    after "outside", and for "from other packages" or "outside its own package" those of the code
+    it names."""
+    out = set(q.outside)
+    if q.outside_own:
+        out |= {(path_of_key(key) or "").rpartition("/")[0] for key, link in linked.items()
+                if link.named and kind_of(key) in (NodeKind.SYMBOL, NodeKind.FILE)}
+    return out
+
+
 def scope_paths(scopes: Sequence[str], cat: Catalog) -> set[str]:
     """The project's paths that scope words name: a written directory ("src/app/") as itself, a
     name ("the assertion module") as every directory of that name (with a trailing "/") and every
     file of that stem. Words that name nothing in the project give nothing."""
-    paths = [key[5:] for key in cat.by_kind.get(NodeKind.FILE, [])]
+    paths = file_paths(cat)
     out: set[str] = set()
     for scope in scopes:
         if scope.endswith("/"):
@@ -131,7 +147,7 @@ class GraphRetriever:
             node = self.store.get_node(key)
             if node is not None and node.props.get("path") in ("", ".", None) and node.name:
                 names.add(node.name)
-        names |= top_packages(key[5:] for key in cat.by_kind.get(NodeKind.FILE, []))
+        names |= top_packages(file_paths(cat))
         return frozenset(tuple(words_of(n)) for n in names if n)
 
     def _layer(self, built: _Built) -> EntityLayer | None:
@@ -277,6 +293,7 @@ class GraphRetriever:
             if key in cat.nodes and key not in seeds:
                 seeds[key] = lexical_weight / (rank + 1)
         result = GraphResult([], seeds, dict(linked), anchored=anchored, named=bool(linked),
+                             outside=excluded_packages(q, linked),
                              inside=scope_paths(q.inside, cat) if q.inside else set())
         if not seeds:
             return result

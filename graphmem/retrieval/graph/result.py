@@ -25,8 +25,10 @@ class GraphResult:
     reached: int = 0
     subjects: set[str] = field(default_factory=set)  # named nodes of the asked kind the question is about
     layer: bool = False  # ranked over the entity layer (passages by the PageRank of their entities)
-    # Where the question places its answer: path prefixes ("src/app/") and module files
-    # ("sphinx/directives/patches.py") its scope words name (``Question.inside``).
+    # Where the question places its answer: packages (directories) it lies outside
+    # (``Question.outside``, ``outside_own``), and path prefixes ("src/app/") and module files
+    # ("sphinx/directives/patches.py") it lies in (``Question.inside``).
+    outside: set[str] = field(default_factory=set)
     inside: set[str] = field(default_factory=set)
     bridged: set[str] = field(default_factory=set)  # layer hits reached through another passage into
     # the entity they are about (the next hop of a multi-hop question)
