@@ -21,6 +21,8 @@ BUILDER = "sym:src/builder.py::Builder"
 OTHER_PRIVATE = "sym:src/runner.py::Runner._eval_snippets"
 FIELD_FN = "sym:src/make.py::field"
 OTHER_FN = "sym:tests/data/pairs.py::other"
+TESTDIR_CLASS = "sym:src/legacy.py::Testdir"
+TESTDIR_METHOD = "sym:src/legacy.py::LegacyPlugin.testdir"
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +40,10 @@ def catalog(tmp_path_factory: pytest.TempPathFactory) -> Catalog:
                   Node(OTHER_PRIVATE, "_eval_snippets", prov, {"symbol_kind": "method",
                                                                 "qualname": "Runner._eval_snippets"}),
                   Node(FIELD_FN, "field", prov, {"symbol_kind": "function", "qualname": "field"}),
-                  Node(OTHER_FN, "other", prov, {"symbol_kind": "function", "qualname": "other"})], [], [])
+                  Node(OTHER_FN, "other", prov, {"symbol_kind": "function", "qualname": "other"}),
+                  Node(TESTDIR_CLASS, "Testdir", prov, {"symbol_kind": "class", "qualname": "Testdir"}),
+                  Node(TESTDIR_METHOD, "testdir", prov, {"symbol_kind": "method",
+                                                         "qualname": "LegacyPlugin.testdir"})], [], [])
     cat = Catalog.build(store)
     store.close()
     return cat
@@ -89,6 +94,19 @@ def test_a_word_that_picks_among_code_is_no_name(catalog: Catalog) -> None:
     assert OTHER_FN not in linked(catalog, "Which other functions does _eval_snippets call?")
     assert OTHER_FN not in linked(catalog, "Do any other methods of Builder call field?")
     assert OTHER_FN in linked(catalog, "Which functions call other?")  # still a name where one stands
+
+
+def test_a_name_written_as_code_links_the_code_spelt_that_way(catalog: Catalog) -> None:
+    """Names match in any case, but where the question spells one as code and some code is
+    spelt exactly so, the namesakes in another case are not what it means."""
+    assert linked(catalog, "What type defines testdir()?") >= {TESTDIR_METHOD}
+    assert TESTDIR_CLASS not in linked(catalog, "What type defines testdir()?")
+    assert TESTDIR_METHOD not in linked(catalog, "Where is `Testdir` used?")
+    assert TESTDIR_CLASS in linked(catalog, "Where is `Testdir` used?")
+    # Placed beside a noun for code, a word is a name but its spelling is no evidence: both stay.
+    assert linked(catalog, "Who uses the testdir helper?") >= {TESTDIR_CLASS, TESTDIR_METHOD}
+    # No code spelt as written: every namesake stays.
+    assert linked(catalog, "What calls TESTDIR()?") >= {TESTDIR_CLASS, TESTDIR_METHOD}
 
 
 def test_the_projects_own_packages_name_no_symbol(tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -96,6 +96,11 @@ def link(cat: Catalog, q: Question, config: LinkConfig, *, names: tuple[list[str
     as_code = {i for i in range(len(raw)) if IDENT_LIKE.search(raw[i]) or _written_as_name(q.text, spans, i)
                or _framed_as_code(q.text, spans, words, quoted, i)}
 
+    # Words whose spelling is deliberate: written as code (called, with an underscore, in camel
+    # case) or quoted; not a word merely placed beside a noun for code ("the segment class").
+    spelt_as_code = {i for i in range(len(raw)) if IDENT_LIKE.search(raw[i]) or words[i] in quoted
+                     or q.text.startswith("(", spans[i].end())}
+
     def link_names(names: dict[tuple[str, ...], set[str]]) -> None:
         for size in range(config.max_name_words, 0, -1):
             # Of overlapping names of one length, those not starting or ending with a function word
@@ -111,6 +116,8 @@ def link(cat: Catalog, q: Question, config: LinkConfig, *, names: tuple[list[str
                     continue
                 if size == 1 and all(cat.nodes[k][0] is NodeKind.SYMBOL for k in keys) and i not in as_code:
                     continue  # a plain English word that happens to name a function
+                if size == 1 and i in spelt_as_code:
+                    keys = _same_spelling(keys, raw[i])
                 add(keys, 1.0, LinkReason.NAME, " ".join(raw[i:i + size]))
                 used[i:i + size] = [True] * size
                 if plain is not None and size == 1 and raw[i].islower():
@@ -155,6 +162,21 @@ def link(cat: Catalog, q: Question, config: LinkConfig, *, names: tuple[list[str
             add([key], config.title_weight, LinkReason.TITLE, "")
     _link_kinds(cat, q, add)
     return out
+
+
+def _same_spelling(keys: set[str], written: str) -> set[str]:
+    """Of the code one word names in any case, the code spelt as written, when there is some:
+    "testdir()" is the method ``testdir``, not the class ``Testdir``; "`Config`" the class, not a
+    ``config`` fixture. Other nodes of that name (a service, a file) stay."""
+    def spelt(key: str) -> bool:
+        qual = key.rsplit("::", 1)[-1]
+        return written in (qual, qual.rsplit(".", 1)[-1]) or (
+            written.endswith("s") and written[:-1] in (qual, qual.rsplit(".", 1)[-1]))
+
+    code = {k for k in keys if k.startswith("sym:")}
+    exact = {k for k in code if spelt(k)}
+    return keys - (code - exact) if exact else keys
+
 
 def _link_members(cat: Catalog, out: dict[str, Link], raw: list[str], as_code: set[int],
                   add) -> None:  # type: ignore[no-untyped-def]
