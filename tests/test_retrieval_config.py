@@ -142,6 +142,9 @@ def test_code_outside_the_package_a_question_names_comes_last(tmp_path: Path) ->
     assert parse_question("Which functions in the assertion module call fail?").inside == ("assertion",)
     assert parse_question("Which code under `src/app/` calls fail?").inside == ("src/app/",)
     assert parse_question("Where is fail defined in pytest?").inside == ()  # a project, not a package
+    # A path that goes on into a file places the code the question names, not its answer.
+    assert parse_question("Who calls `SubmitOrder` in clients/go/orders/client.go?").inside == ()
+    assert parse_question("Who uses `Timeout` outside middleware/timeout.go?").outside == ()
     store = EmbeddedStore(tmp_path, "scopes")
     files = ["src/_pytest/assertion/util.py", "src/_pytest/assertion/rewrite.py", "src/_pytest/python.py",
              "src/_pytest/directives/patches.py", "src/app/main.py"]

@@ -416,12 +416,14 @@ def _main_clause(text: str) -> str:
 
 
 # A directory written as a path after "outside" ("outside src/_pytest/config/", "outside `middleware/`").
-_OUTSIDE_PATH = re.compile(r"\boutside\s+(?:of\s+)?(?:the\s+)?[`'\"]?((?:[\w.-]+/)+)", re.IGNORECASE)
+# A path that goes on into a file ("`submit` in clients/go/client.go") places what it names, not the answer.
+_OUTSIDE_PATH = re.compile(r"\boutside\s+(?:of\s+)?(?:the\s+)?[`'\"]?((?:[\w.-]+/)+)(?![\w.-])", re.IGNORECASE)
 _OUTSIDE_OWN = re.compile(r"\boutside\s+(?:of\s+)?(?:its|their)\s+own\s+(?:package|module|directory|folder)s?\b"
                           r"|\b(?:from|in|by)\s+(?:any\s+)?other\s+(?:packages|modules|directories|folders)\b",
                           re.IGNORECASE)
 
-_INSIDE_PATH = re.compile(r"\b(?:in|under|within|inside)\s+(?:the\s+)?[`'\"]?((?:[\w.-]+/)+)", re.IGNORECASE)
+_INSIDE_PATH = re.compile(r"\b(?:in|under|within|inside)\s+(?:the\s+)?[`'\"]?((?:[\w.-]+/)+)(?![\w.-])",
+                          re.IGNORECASE)
 _INSIDE_NAME = re.compile(r"\b(?:in|under|within|inside)\s+the\s+[`'\"]?([\w.-]+)[`'\"]?\s+"
                           r"(?:sub)?(?:package|module|director(?:y|ies)|folder)\b", re.IGNORECASE)
 
