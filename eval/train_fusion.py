@@ -10,8 +10,8 @@ organisation, MuSiQue's test half and 2WikiMultiHopQA are never read here.
 
 For every question, the candidates of the ``hybrid`` recipe are collected with their features;
 a linear ranker is fitted with RankNet's pairwise logistic loss (each gold candidate against each
-non-gold candidate of the same question, every question weighing the same) and an L2 penalty, on
-standardised features; with ``--trees PATH``, that path's ranker is gradient-boosted trees instead
+non-gold candidate of the same question; every question of a set weighing the same, a set's
+questions weighing as ``SourceWeights`` says) and an L2 penalty, on standardised features; with ``--trees PATH``, that path's ranker is gradient-boosted trees instead
 (:func:`fit_trees`). The ``walk`` ranker learns from every question; unless ``--pooled``, questions
 ranked over the passage entity layer also get a ``layer`` ranker of their own.
 
@@ -41,6 +41,29 @@ OUT = Path(__file__).resolve().parents[1] / "graphmem" / "retrieval" / "models" 
 SCALE_FLOOR = 0.1
 L2 = 0.3  # chosen by --cv (see the README: the held-out repositories ranked best at this penalty)
 SYNTHETIC_SEED, SYNTHETIC_SIZE, SYNTHETIC_NOW = 1, "default", "2026-06-01"
+PASSAGE_SETS = frozenset({"hotpotqa", "musique-dev"})
+
+
+@dataclass(frozen=True, slots=True)
+class SourceWeights:
+    """How much one question of each kind of development set weighs in the loss (a real-code
+    question weighs 1). The synthetic organisation's questions come from a few templates and the
+    passage samples are not code: at full weight their many questions pull the ranker towards
+    their shapes. Chosen by ``--cv`` (see the README's fusion section)."""
+
+    synthetic: float = 0.5
+    passages: float = 0.5
+
+    def __post_init__(self) -> None:
+        for name in ("synthetic", "passages"):
+            value = getattr(self, name)
+            if not 0.0 < value <= 10.0:
+                raise ValueError(f"SourceWeights.{name} must be in (0, 10], got {value}")
+
+    def of(self, source: str) -> float:
+        if source.startswith("synthetic"):
+            return self.synthetic
+        return self.passages if source in PASSAGE_SETS else 1.0
 
 
 def _log(msg: str) -> None:
@@ -123,8 +146,10 @@ def kind_columns() -> list[int]:
     return [i for i, name in enumerate(feature_names()) if name.startswith("is_")]
 
 
-def fit(groups: list[tuple[np.ndarray, np.ndarray]], l2: float = L2, floored: Sequence[int] = ()) -> LinearRanker:
-    """Standardise, then minimise the pairwise logistic loss (mean over questions) plus ``l2 |w|^2``.
+def fit(groups: list[tuple[np.ndarray, np.ndarray]], l2: float = L2, floored: Sequence[int] = (),
+        weights: Sequence[float] | None = None) -> LinearRanker:
+    """Standardise, then minimise the pairwise logistic loss (mean over questions, each question
+    weighing its entry of ``weights``, 1 without them) plus ``l2 |w|^2``.
 
     The ``floored`` columns keep ``SCALE_FLOOR`` under their scale: a node kind one path's
     questions almost never reach, standardised by its tiny deviation, would outweigh every other
@@ -136,15 +161,16 @@ def fit(groups: list[tuple[np.ndarray, np.ndarray]], l2: float = L2, floored: Se
     scale[scale < 1e-6] = 1.0
     if len(floored):
         scale[list(floored)] = np.maximum(scale[list(floored)], SCALE_FLOOR)
-    diffs, weights = [], []
-    for x, y in groups:
+    question_weights = [1.0] * len(groups) if weights is None else list(weights)
+    diffs, pair_weights = [], []
+    for (x, y), weight in zip(groups, question_weights):
         z = (x - mean) / scale
         pos, neg = z[y], z[~y]
         d = (pos[:, None, :] - neg[None, :, :]).reshape(-1, z.shape[1])
         diffs.append(d)
-        weights.append(np.full(len(d), 1.0 / len(d)))
+        pair_weights.append(np.full(len(d), weight / len(d)))
     d = np.vstack(diffs)
-    w_pair = np.concatenate(weights) / len(groups)
+    w_pair = np.concatenate(pair_weights) / sum(question_weights)
 
     def loss(w: np.ndarray) -> tuple[float, np.ndarray]:
         m = d @ w
@@ -169,16 +195,20 @@ class TreeSettings:
     l2: float = 1.0
 
 
-def fit_trees(groups: list[tuple[np.ndarray, np.ndarray]], settings: TreeSettings = TreeSettings()) -> TreeRanker:
+def fit_trees(groups: list[tuple[np.ndarray, np.ndarray]], settings: TreeSettings = TreeSettings(),
+              weights: Sequence[float] | None = None) -> TreeRanker:
     """Gradient-boosted trees on each candidate's gold label (logistic loss), every question
-    weighing the same whatever its number of candidates; exported to a :class:`TreeRanker`."""
+    weighing its entry of ``weights`` (1 without them) whatever its number of candidates; exported
+    to a :class:`TreeRanker`."""
     from sklearn.ensemble import HistGradientBoostingClassifier
 
     x = np.vstack([x for x, _ in groups]).astype(np.float64)
     y = np.concatenate([y for _, y in groups])
     # Each question's candidates share a weight of one question (times the number of questions, so
     # min_leaf still counts candidates of typical weight).
-    weight = np.concatenate([np.full(len(labels), len(groups) / len(labels)) for _, labels in groups])
+    question_weights = [1.0] * len(groups) if weights is None else list(weights)
+    weight = np.concatenate([np.full(len(labels), w * len(groups) / len(labels))
+                             for (_, labels), w in zip(groups, question_weights)])
     clf = HistGradientBoostingClassifier(learning_rate=settings.learning_rate, max_iter=settings.iterations,
                                          max_leaf_nodes=settings.leaves, min_samples_leaf=settings.min_leaf,
                                          l2_regularization=settings.l2, early_stopping=False, random_state=0)
@@ -209,16 +239,19 @@ def export_trees(clf: Any) -> TreeRanker:
                       np.asarray(value), np.asarray(roots, dtype=np.int32), depth)
 
 
-def fit_rankers(rows: list[Row], trees: set[str], l2: float, per_path: bool = True
-                ) -> dict[str, LinearRanker | TreeRanker]:
+def fit_rankers(rows: list[Row], trees: set[str], l2: float, per_path: bool = True,
+                weights: SourceWeights = SourceWeights()) -> dict[str, LinearRanker | TreeRanker]:
     """A ranker per retrieval path. The walk's learns from every set (it also serves passage
     questions that link no entity); the entity layer's, when there is one, from the passage
     questions alone."""
     rankers: dict[str, LinearRanker | TreeRanker] = {}
     for path in PATHS if per_path else ("walk",):
-        part = [(r.x, r.labels) for r in rows if path == "walk" or r.path == path]
-        if part:
-            rankers[path] = fit_trees(part) if path in trees else fit(part, l2, kind_columns())
+        taught = [r for r in rows if path == "walk" or r.path == path]
+        if taught:
+            part = [(r.x, r.labels) for r in taught]
+            question_weights = [weights.of(r.source) for r in taught]
+            rankers[path] = (fit_trees(part, weights=question_weights) if path in trees
+                             else fit(part, l2, kind_columns(), question_weights))
     return rankers
 
 
@@ -229,7 +262,8 @@ def first_gold(scores: np.ndarray, labels: np.ndarray) -> int | None:
     return int(hits[0]) + 1 if len(hits) else None
 
 
-def cross_validate(rows: list[Row], held: list[str], trees: set[str], l2: float, per_path: bool = True) -> str:
+def cross_validate(rows: list[Row], held: list[str], trees: set[str], l2: float, per_path: bool = True,
+                   weights: SourceWeights = SourceWeights()) -> str:
     """Leave one source out: for each of ``held``, fit on every other row and order that source's
     questions by the fitted rankers. Reports, per question type and overall, the share of questions
     with a gold candidate in the first 5 and the mean reciprocal rank of the first (0 below 10).
@@ -237,13 +271,14 @@ def cross_validate(rows: list[Row], held: list[str], trees: set[str], l2: float,
     applied, so the figures compare rankers rather than predict ``hybrid``'s."""
     places: dict[str, list[int | None]] = {}
     for source in held:
-        rankers = fit_rankers([r for r in rows if r.source != source], trees, l2, per_path)
+        rankers = fit_rankers([r for r in rows if r.source != source], trees, l2, per_path, weights)
         for r in rows:
             if r.source == source:
                 place = first_gold(np.asarray(rankers.get(r.path, rankers["walk"]).score(r.x)), r.labels)
                 places.setdefault(r.type or "?", []).append(place)
                 places.setdefault("all", []).append(place)
-    lines = [f"held out: {', '.join(held)}; l2 {l2}; trees: {', '.join(sorted(trees)) or 'none'}",
+    lines = [f"held out: {', '.join(held)}; l2 {l2}; trees: {', '.join(sorted(trees)) or 'none'}; "
+             f"question weights: synthetic {weights.synthetic}, passages {weights.passages}",
              f"  {'type':16s} {'n':>4s} {'gold@5':>7s} {'MRR@10':>7s}"]
     for qtype, found in sorted(places.items(), key=lambda item: (item[0] != "all", item[0])):
         at5 = sum(1 for p in found if p is not None and p <= 5) / len(found)
@@ -262,10 +297,19 @@ def main(argv: list[str] | None = None) -> int:
                         help="one ranker for both retrieval paths (no separate entity-layer ranker)")
     parser.add_argument("--trees", default="",
                         help="paths whose ranker is gradient-boosted trees rather than linear (e.g. walk)")
+    defaults = SourceWeights()
+    parser.add_argument("--synthetic-weight", type=float, default=defaults.synthetic,
+                        help="weight of one synthetic-organisation question (a real-code question weighs 1)")
+    parser.add_argument("--passage-weight", type=float, default=defaults.passages,
+                        help="weight of one question of the passage samples (HotpotQA, MuSiQue)")
     parser.add_argument("--cv", action="store_true",
                         help="write no model: hold out each real-code repository in turn, train on the rest, "
                              "and report how the rankers order the held-out questions")
     args = parser.parse_args(argv)
+    try:
+        weights = SourceWeights(args.synthetic_weight, args.passage_weight)
+    except ValueError as exc:
+        parser.error(str(exc))
     from eval.realcode import build as builder
 
     home = Path(args.home) if args.home else builder.home() / "graphmem-home"
@@ -301,15 +345,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.cv:
         dev_names = {m.name for m in builder.manifests() if m.split == "dev"}
         held = sorted({r.source for r in rows if r.source in dev_names})
-        print(cross_validate(rows, held, trees, args.l2, per_path))
+        print(cross_validate(rows, held, trees, args.l2, per_path, weights))
         return 0
-    rankers = fit_rankers(rows, trees, args.l2, per_path)
+    rankers = fit_rankers(rows, trees, args.l2, per_path, weights)
     for path in rankers:
         _log(f"{path}: {sum(1 for r in rows if path == 'walk' or r.path == path)} questions")
     from graphmem.retrieval.embed import resolve_model
 
     # The vector list's features depend on the embedder: a model is for the embedder it was trained with.
     about: dict[str, Any] = {"trained_on": counts, "loss": "pairwise logistic (RankNet)", "l2": args.l2,
+                             "question_weights": asdict(weights),
                              "pooled": not per_path, "embedder": resolve_model().name}
     if trees:
         about.update(trees=sorted(trees), tree_loss="pointwise logistic, questions weighted alike",
