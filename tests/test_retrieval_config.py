@@ -31,6 +31,7 @@ from graphmem.retrieval.learned import (
     load_model,
     matrix,
     outside_scope_last,
+    spread_over_files,
 )
 
 
@@ -107,6 +108,20 @@ def test_a_relationships_named_end_stays_out_of_the_first_places() -> None:
     assert demote_subjects(order, {"x"}, 0) == order  # off
     assert demote_subjects(["x", "a"], {"x"}, 5) == ["a", "x"]  # fewer others than places: all of them first
     assert demote_subjects(order, set(), 3) == order
+
+
+def test_an_open_questions_hits_spread_over_files() -> None:
+    a1, a2, a3 = "sym:src/a.py::one", "sym:src/a.py::two", "sym:src/a.py::three"
+    b1, c1 = "sym:src/b.py::one", "file:src/c.py"
+    commit = "commit:" + "c" * 40
+    order = [a1, a2, a3, b1, commit, c1]
+    # The second hit of a file moves two places down, the third four; other files' hits close up.
+    assert spread_over_files(order, 2, 15) == [a1, b1, a2, commit, c1, a3]
+    assert spread_over_files([a1, a2, "x", "y", "z"], 1, 15) == [a1, "x", a2, "y", "z"]
+    assert spread_over_files(order, 2, 3) == [a1, a2, a3, b1, commit, c1]  # only within the window
+    assert spread_over_files(order, 0, 15) == order  # off
+    with pytest.raises(ConfigError):
+        FusionConfig(file_spread=-1)
 
 
 def test_code_in_a_package_the_question_excludes_comes_last() -> None:

@@ -177,6 +177,11 @@ class FusionConfig:
     # middleware/ calls X", "who uses X from other packages"), or outside the package or module it
     # places the answer in ("the functions in the assertion module"), goes after the others.
     scope_last: bool = True
+    # Learned: for a question that names no kind of answer ("how does the runner handle a
+    # timeout?"), each of the first ``spread_window`` candidates moves ``file_spread`` places down
+    # for every candidate of its file above it (0: off).
+    file_spread: int = 2
+    spread_window: int = 15
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "weights", _frozen_map(self.weights))
@@ -185,7 +190,7 @@ class FusionConfig:
         _check(not unknown, f"FusionConfig.weights: unknown retrievers {sorted(unknown)}")
         _check(all(v >= 0 for v in self.weights.values()), "FusionConfig.weights must be >= 0")
         _check(any(v > 0 for v in self.weights.values()), "FusionConfig.weights: at least one retriever must count")
-        _nonneg(self, "rrf_k", "floor_top", "floor_rank", "subject_rank")
+        _nonneg(self, "rrf_k", "floor_top", "floor_rank", "subject_rank", "file_spread", "spread_window")
 
     @property
     def retrievers(self) -> tuple[str, ...]:

@@ -25,7 +25,7 @@ from graphmem.retrieval.fusion import reciprocal_rank_fusion, rrf_k
 from graphmem.retrieval.graph import GraphResult, GraphRetriever
 from graphmem.retrieval.indexes import Indexes
 from graphmem.retrieval.learned import (CandidateSignals, QuestionSignals, apply_floor, demote_subjects, load_model,
-                                       matrix, outside_scope_last)
+                                       matrix, outside_scope_last, spread_over_files)
 from graphmem.retrieval.question import Question, parse_question
 from graphmem.stores.base import GraphStore, Path, Step
 
@@ -353,6 +353,8 @@ class Retriever:
         order = apply_floor(order, lists, fusion.floor_top, fusion.floor_rank)
         if fusion.scope_last and cands.graph is not None:
             order = outside_scope_last(order, cands.graph.outside, cands.graph.inside)
+        if not cands.question.answer_kinds:
+            order = spread_over_files(order, fusion.file_spread, fusion.spread_window)
         return [(key, float(by_key[key])) for key in order]
 
     def _passages(self, keys: list[str], cands: Candidates, nodes: dict[str, Node],
