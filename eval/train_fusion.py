@@ -47,12 +47,13 @@ PASSAGE_SETS = frozenset({"hotpotqa", "musique-dev"})
 @dataclass(frozen=True, slots=True)
 class SourceWeights:
     """How much one question of each kind of development set weighs in the loss (a real-code
-    question weighs 1). The synthetic organisation's questions come from a few templates and the
-    passage samples are not code: at full weight their many questions pull the ranker towards
-    their shapes. Chosen by ``--cv`` (see the README's fusion section)."""
+    question weighs 1). The synthetic organisation's questions come from a few templates: at full
+    weight its many questions pull the ranker towards their shapes. The passage samples teach the
+    entity layer's ranker nearly alone, so they keep their weight. Chosen by ``--cv`` and the
+    passage samples' figures (see the README's fusion section)."""
 
     synthetic: float = 0.5
-    passages: float = 0.5
+    passages: float = 1.0
 
     def __post_init__(self) -> None:
         for name in ("synthetic", "passages"):
