@@ -245,7 +245,9 @@ def test_a_kind_word_opening_a_hyphenated_compound_asks_for_nothing(text: str, k
 def test_used_to_and_used_for_give_a_purpose_not_a_relationship() -> None:
     assert RelType.CALLS in parse_question("Which functions use parse_date?", REF).rel_types
     assert RelType.CALLS in parse_question("Where is parse_date used by the loader?", REF).rel_types
-    for text in ("Where are the filters used to select rows?", "What is the token cache used for?"):
+    assert RelType.CALLS in parse_question("Which functions use StashKey as a key?", REF).rel_types
+    for text in ("Where are the filters used to select rows?", "What is the token cache used for?",
+                 "Which class is an object used as a key to a Stash?"):
         q = parse_question(text, REF)
         assert RelType.CALLS not in q.rel_types and not q.directions, text
 

@@ -42,8 +42,9 @@ _ANSWER_PATTERNS: list[tuple[re.Pattern[str], tuple[NodeKind, ...]]] = [
 
 _DECISION_WORDS = re.compile(r"\bdecid|\bdecision|\badr\b", re.IGNORECASE)
 # Words that name relationships, and the types they mean.
-# "used to" and "used for" give a purpose ("the helper used to parse dates"), not a user.
-_USE = re.compile(r"\bus(?:e|es|ed)\b(?!\s+(?:to|for)\b)", re.IGNORECASE)
+# "used to" and "used for" give a purpose ("the helper used to parse dates"), "used as" a role
+# ("an object used as a key"), not a user.
+_USE = re.compile(r"\bus(?:e|es|ed)\b(?!\s+(?:to|for|as)\b)", re.IGNORECASE)
 # English forms of editing something, which lead to the commits that did it (and, with removals,
 # updates and renames, make a question about change: ``_CHANGE_WORDS``).
 _EDIT_WORDS = frozenset({"change", "changed", "changes", "changing", "modify", "modified", "modifies", "modifying",
