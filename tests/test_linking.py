@@ -23,6 +23,7 @@ FIELD_FN = "sym:src/make.py::field"
 OTHER_FN = "sym:tests/data/pairs.py::other"
 TESTDIR_CLASS = "sym:src/legacy.py::Testdir"
 TESTDIR_METHOD = "sym:src/legacy.py::LegacyPlugin.testdir"
+CODES = "sym:src/rules.py::RulePack.codes"
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +44,8 @@ def catalog(tmp_path_factory: pytest.TempPathFactory) -> Catalog:
                   Node(OTHER_FN, "other", prov, {"symbol_kind": "function", "qualname": "other"}),
                   Node(TESTDIR_CLASS, "Testdir", prov, {"symbol_kind": "class", "qualname": "Testdir"}),
                   Node(TESTDIR_METHOD, "testdir", prov, {"symbol_kind": "method",
-                                                         "qualname": "LegacyPlugin.testdir"})], [], [])
+                                                         "qualname": "LegacyPlugin.testdir"}),
+                  Node(CODES, "codes", prov, {"symbol_kind": "method", "qualname": "RulePack.codes"})], [], [])
     cat = Catalog.build(store)
     store.close()
     return cat
@@ -88,6 +90,9 @@ def test_a_code_noun_frames_a_word_only_right_beside_it(catalog: Catalog) -> Non
     assert FIELD_FN in linked(catalog, "Where is the `field` attribute helper?")  # quoted
     assert PROJECT_METHOD in linked(catalog, "Where is the method project defined?")  # a name after the noun
     assert PROJECT_METHOD in linked(catalog, "Which method calls project?")
+    # A word for code is no name beside another.
+    assert CODES not in linked(catalog, "What code helpers find an element within a segment?")
+    assert CODES in linked(catalog, "Where is the `codes` helper?")
 
 
 def test_a_word_that_picks_among_code_is_no_name(catalog: Catalog) -> None:

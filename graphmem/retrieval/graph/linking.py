@@ -292,7 +292,9 @@ def _framed_as_code(text: str, spans: list[re.Match[str]], words: list[str], quo
 
     # After "which function" or "what method" comes the asked-for code's verb ("which method parses
     # a list"), not its name: the noun is the question's subject, named by nothing yet.
-    after_noun = beside(i - 1, CODE_NOUNS) and not (i >= 2 and words[i - 2] in _ASKING)
-    before_noun = beside(i + 1, CODE_NOUNS) and words[i] not in _DETERMINERS
+    # A word for code is no name beside another ("what code helpers", "the class method").
+    generic = words[i] in CODE_NOUNS or words[i] == "code"
+    after_noun = beside(i - 1, CODE_NOUNS) and not (i >= 2 and words[i - 2] in _ASKING) and not generic
+    before_noun = beside(i + 1, CODE_NOUNS) and words[i] not in _DETERMINERS and not generic
     return (words[i] in quoted or before_noun or after_noun or beside(i - 1, CALL_VERBS)
             or (i >= 2 and words[i - 2] in _CALLED and beside(i - 1, _BY)))
