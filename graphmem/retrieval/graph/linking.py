@@ -274,6 +274,9 @@ CALL_VERBS = frozenset({"call", "calling", "invoke", "invoking"})
 _CALLED = frozenset({"called", "invoked"})
 _BY = frozenset({"by"})
 _ASKING = frozenset({"which", "what"})
+# Words for code in general, never a name beside a code noun (unlike "field" or "hook", which can be).
+_CODE_IN_GENERAL = frozenset({"code", "function", "functions", "method", "methods", "class", "classes",
+                              "helper", "helpers", "routine", "routines"})
 # Words that pick among things rather than name one: "the other functions", "each method".
 _DETERMINERS = frozenset({"other", "another", "each", "every", "some", "such", "same", "both", "either",
                           "neither", "no", "more", "most", "few", "several", "many", "own"})
@@ -292,8 +295,8 @@ def _framed_as_code(text: str, spans: list[re.Match[str]], words: list[str], quo
 
     # After "which function" or "what method" comes the asked-for code's verb ("which method parses
     # a list"), not its name: the noun is the question's subject, named by nothing yet.
-    # A word for code is no name beside another ("what code helpers", "the class method").
-    generic = words[i] in CODE_NOUNS or words[i] == "code"
+    # A word for code in general is no name beside another ("what code helpers", "the class method").
+    generic = words[i] in _CODE_IN_GENERAL
     after_noun = beside(i - 1, CODE_NOUNS) and not (i >= 2 and words[i - 2] in _ASKING) and not generic
     before_noun = beside(i + 1, CODE_NOUNS) and words[i] not in _DETERMINERS and not generic
     return (words[i] in quoted or before_noun or after_noun or beside(i - 1, CALL_VERBS)
