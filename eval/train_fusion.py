@@ -11,8 +11,8 @@ organisation, MuSiQue's test half and 2WikiMultiHopQA are never read here.
 For every question, the candidates of the ``hybrid`` recipe are collected with their features;
 a linear ranker is fitted with RankNet's pairwise logistic loss (each gold candidate against each
 non-gold candidate of the same question; every question of a set weighing the same, a set's
-questions weighing as ``SourceWeights`` says) and an L2 penalty, on standardised features; with ``--trees PATH``, that path's ranker is gradient-boosted trees instead
-(:func:`fit_trees`). The ``walk`` ranker learns from every question; unless ``--pooled``, questions
+questions weighing as ``SourceWeights`` says) and an L2 penalty, on standardised features; with
+``--trees PATH``, that path's ranker is gradient-boosted trees instead (:func:`fit_trees`). The ``walk`` ranker learns from every question; unless ``--pooled``, questions
 ranked over the passage entity layer also get a ``layer`` ranker of their own.
 
 ``--cv`` writes no model: it holds out each real-code dev repository in turn and reports how

@@ -389,7 +389,6 @@ def outside_scope_last(order: list[str], excluded: set[str], inside: Collection[
     return [key for key in order if key not in away] + [key for key in order if key in away]
 
 
-
 def spread_over_files(order: list[str], places: int, window: int) -> list[str]:
     """``order`` with each of its first ``window`` keys moved ``places`` places down for every key
     of the same file above it: an open question ("how does the runner handle a timeout?") is
