@@ -416,15 +416,15 @@ def _main_clause(text: str) -> str:
     return "".join(out)
 
 
-# A directory written as a path after "outside" ("outside src/_pytest/config/", "outside `middleware/`").
-# A path that goes on into a file ("`submit` in clients/go/client.go") places what it names, not the answer.
-_OUTSIDE_PATH = re.compile(r"\boutside\s+(?:of\s+)?(?:the\s+)?[`'\"]?((?:[\w.-]+/)+)(?![\w.-])", re.IGNORECASE)
+# A directory written as a path ("src/_pytest/config/", "`middleware/`"). A path that goes on into a
+# file ("`submit` in clients/go/client.go") places what the question names, not its answer.
+_DIRECTORY = r"[`'\"]?((?:[\w.-]+/)+)(?![\w.-])"
+_OUTSIDE_PATH = re.compile(r"\boutside\s+(?:of\s+)?(?:the\s+)?" + _DIRECTORY, re.IGNORECASE)
 _OUTSIDE_OWN = re.compile(r"\boutside\s+(?:of\s+)?(?:its|their)\s+own\s+(?:package|module|directory|folder)s?\b"
                           r"|\b(?:from|in|by)\s+(?:any\s+)?other\s+(?:packages|modules|directories|folders)\b",
                           re.IGNORECASE)
 
-_INSIDE_PATH = re.compile(r"\b(?:in|under|within|inside)\s+(?:the\s+)?[`'\"]?((?:[\w.-]+/)+)(?![\w.-])",
-                          re.IGNORECASE)
+_INSIDE_PATH = re.compile(r"\b(?:in|under|within|inside)\s+(?:the\s+)?" + _DIRECTORY, re.IGNORECASE)
 _INSIDE_NAME = re.compile(r"\b(?:in|under|within|inside)\s+the\s+[`'\"]?([\w.-]+)[`'\"]?\s+"
                           r"(?:sub)?(?:package|module|director(?:y|ies)|folder)\b", re.IGNORECASE)
 

@@ -170,8 +170,8 @@ def _same_spelling(keys: set[str], written: str) -> set[str]:
     ``config`` fixture. Other nodes of that name (a service, a file) stay."""
     def spelt(key: str) -> bool:
         qual = key.rsplit("::", 1)[-1]
-        return written in (qual, qual.rsplit(".", 1)[-1]) or (
-            written.endswith("s") and written[:-1] in (qual, qual.rsplit(".", 1)[-1]))
+        forms = {qual, qual.rsplit(".", 1)[-1]}
+        return written in forms or (written.endswith("s") and written[:-1] in forms)
 
     code = {k for k in keys if k.startswith("sym:")}
     exact = {k for k in code if spelt(k)}
