@@ -149,6 +149,8 @@ def test_question_reading_finds_answer_kind_relations_and_ids() -> None:
     assert parse_question("Which class has the evolve method?", REF).asks_type
     assert parse_question("evolve is a method of which type?", REF).asks_type
     assert not parse_question("Which functions call evolve?", REF).asks_type
+    # a project's name of three words stands between "which" and "type"
+    assert parse_question("Which Apache Commons CLI type has handleOption?", REF).asks_type
     # "which sessions" asks for agent sessions, joined to what they touched, in a project that holds
     # some; elsewhere the question is about the code ("which session class ..." asks for code).
     text = "Which agent sessions touched InvoiceHandler.post?"
@@ -250,6 +252,17 @@ def test_used_to_and_used_for_give_a_purpose_not_a_relationship() -> None:
                  "Which class is an object used as a key to a Stash?"):
         q = parse_question(text, REF)
         assert RelType.CALLS not in q.rel_types and not q.directions, text
+
+
+def test_the_askers_own_call_is_no_relationship() -> None:
+    # The asker calling X asks how to use it, not which code calls it.
+    for text in ("Which type do I need an instance of to call `handleOption`?", "How do we invoke parse_date?",
+                 "What should I import to call parse_date?"):
+        q = parse_question(text, REF)
+        assert RelType.CALLS not in q.rel_types and RelType.CALLS not in q.directions, text
+    for text in ("Which class calls parse_date?", "Who calls parse_date when I run the loader?",
+                 "If I change the signature of parse_date, which call sites break?"):
+        assert RelType.CALLS in parse_question(text, REF).rel_types, text
 
 
 @pytest.mark.parametrize("text", [

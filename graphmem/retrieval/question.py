@@ -172,8 +172,12 @@ _TWO_CALLS = re.compile(r"\bindirect(?:ly)?\b|\b(?:two|2) (?:calls|hops|steps|le
                         r"|\bthrough (?:one|an?) (?:intermediate|middle|other) (?:call|function|caller)\b"
                         r"|\bcall\w* (?:of )?(?:the |its |their )?callers\b|\bcall(?:s|ed)? (?:those|these) \w+",
                         re.IGNORECASE)
-_ASKS_TYPE = re.compile(r"\b(which|what)\s+(\w+\s+){0,2}(class|classes|type|types|struct|structs|interface|interfaces)\b"
+_ASKS_TYPE = re.compile(r"\b(which|what)\s+(\w+\s+){0,3}(class|classes|type|types|struct|structs|interface|interfaces)\b"
                         r"|\bof which (class|type|struct|interface)\b", re.IGNORECASE)
+# The asker's own call ("which type do I need an instance of to call `setData`?", "how do we invoke
+# X?"): the question is about using X, not about the code that calls it.
+_ASKER_CALLS = re.compile(r"\b(?:do|does|did|should|must|can|could|would|will|shall)\s+(?:I|we|you)\s+"
+                          r"(?:(?:\w+\s+){0,6}?to\s+)?(call|invoke)\b", re.IGNORECASE)
 _FIRST = re.compile(r"\b(first|earliest|oldest)\s+(incident|outage|commit|change|decision|adr)s?\b", re.IGNORECASE)
 _KIND_OF_WORD = {"incident": NodeKind.INCIDENT, "outage": NodeKind.INCIDENT, "commit": NodeKind.COMMIT,
                  "change": NodeKind.COMMIT, "decision": NodeKind.DECISION, "adr": NodeKind.DECISION}
@@ -448,18 +452,19 @@ def parse_question(text: str, now: datetime | None = None, *, sessions: bool = F
     q.asks_change = (_history_words(words, _CHANGE_WORDS, asks_commit) or q.asks_removal) and not creation
     q.asks_creation = creation and not q.asks_removal
     history = q.asks_change or q.asks_creation
-    main = _main_clause(text)
+    rel_text = _ASKER_CALLS.sub(lambda m: m.group(0)[:m.start(1) - m.start()] + " " * len(m.group(1)), text)
+    main = _main_clause(rel_text)
     main_types: set[RelType] = set()
     patterns = (_REL_WORDS + ([_COMING_AND_GOING] if history else [])
                 + ([_IMPLEMENT] if _DECISION_WORDS.search(text) else []) + ([_SESSION_REL] if sessions else []))
     for pattern, types in patterns:
-        if pattern.search(text):
+        if pattern.search(rel_text):
             for t in types:
                 q.rel_types[t] = q.rel_types.get(t, 0.0) + 1.0
             if pattern.search(main):
                 main_types.update(types)
     q.main_rel_types = frozenset(main_types)
-    q.directions = _directions(text)
+    q.directions = _directions(rel_text)
     if not q.answer_kinds or (q.answer_kinds == _WHO and _WHO_RELATES.search(text)):
         # "what does X call" names no kind, and in "who calls X" the who is code: a directed
         # relationship joins nodes of one kind.
