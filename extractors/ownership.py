@@ -62,6 +62,11 @@ NON_SERVICE_DIRS = frozenset(
 )
 # Top-level folders that hold one service per subfolder (monorepo layouts).
 CONTAINER_DIRS = frozenset({"services", "apps", "packages", "components", "modules", "cmd", "microservices"})
+# Folders that hold a project's code without naming a part of it: ``src/`` layouts, Maven's
+# ``src/main/java/``, ``lib/``.
+LAYOUT_DIRS = frozenset({"src", "lib", "source", "sources", "main", "java", "kotlin", "scala"})
+# The reversed domain that starts a Java-style package path (``org/apache/commons/cli/``).
+DOMAIN_ROOTS = frozenset({"com", "org", "net", "io", "edu", "gov", "dev", "me", "co", "uk", "de", "fr", "nl"})
 
 _EMAIL = re.compile(r"^[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+$")
 _TEAM = re.compile(r"^@([\w.-]+)/([\w.-]+)$")
@@ -290,36 +295,111 @@ class ServiceMap:
     @classmethod
     def infer(cls, files: Iterable[str], project: str | None = None) -> ServiceMap:
         """Services from the layout: each top-level code folder (or each subfolder of a
-        ``services/``-style container) is one; a repository with code only at its root is one
-        service named ``project``."""
-        langs: dict[str, Counter[str]] = {}
-        root_code: Counter[str] = Counter()
+        ``services/``-style container) is one. Layout folders name no part of the project: a
+        ``src/`` (or ``lib/``) of packages gives one service per package, one of modules is the
+        project's own code, as is code at the root (and Go's ``internal/``); a Java-style package
+        path (``com/google/gson/``) is one service named after its last folder. Go ignores folders
+        starting with "_", and so does this. The project's own code is one service named
+        ``project``."""
+        tree = _CodeTree(files)
+        found: dict[tuple[str, str], Counter[str]] = {}
+        own: Counter[str] = Counter()
+        own_paths: list[str] = []
+
+        def add(folder: tuple[str, ...], name: str, langs: Counter[str]) -> None:
+            found.setdefault(("/".join(folder) + "/", name), Counter()).update(langs)
+
+        def add_own(folder: tuple[str, ...], langs: Counter[str]) -> None:
+            own.update(langs)
+            own_paths.append("/".join(folder) + "/" if folder else "")
+
+        def place(folder: tuple[str, ...]) -> None:
+            """Services in a layout folder or a package path that starts at ``folder``."""
+            folder = tree.descend(folder)
+            if tree.in_domain(folder):
+                add(folder, folder[-1], tree.languages(folder))
+            elif tree.files.get(folder):
+                add_own(folder, tree.languages(folder))  # a src/ of modules: the project's own code
+            else:  # a src/ of packages
+                for sub in sorted(tree.children(folder)):
+                    if sub.startswith(".") or sub.lower() in NON_SERVICE_DIRS:
+                        continue
+                    if sub.lower() in LAYOUT_DIRS or sub.lower() in DOMAIN_ROOTS:
+                        place(folder + (sub,))
+                    else:
+                        add(folder + (sub,), sub, tree.languages(folder + (sub,)))
+
+        for top in sorted(tree.children(())):
+            langs = tree.languages((top,))
+            if top.startswith(".") or top.lower() in NON_SERVICE_DIRS or (top.startswith("_") and "go" in langs):
+                continue
+            if top == "internal" and set(langs) == {"go"}:
+                add_own((top,), langs)
+            elif top.lower() in CONTAINER_DIRS:
+                for sub in sorted(tree.children((top,))):
+                    add((top, sub), sub, tree.languages((top, sub)))
+            elif top.lower() in LAYOUT_DIRS or top.lower() in DOMAIN_ROOTS:
+                place((top,))
+            else:
+                add((top,), top, langs)
+        for folder, name in [item for item in found if item[1] == project]:
+            # The package named after the project (``src/attrs/``) is its own code.
+            own.update(found.pop((folder, name)))
+            own_paths.append(folder)
+        # Code at the root is the project's own in a Go module (its root package), or where
+        # nothing else is; elsewhere it is tooling beside it (setup.py, conftest.py).
+        root = tree.files.get(())
+        if root and ("go" in root or own or not found):
+            own.update(root)
+            own_paths.append("")  # last: a service's first folder is its root
+        services = [Service(name, [folder], language=counts.most_common(1)[0][0])
+                    for (folder, name), counts in sorted(found.items())]
+        if own and project:
+            services.append(Service(project, own_paths, language=own.most_common(1)[0][0]))
+        return cls(_unique_names(services))
+
+
+class _CodeTree:
+    """The folders that hold code files, with each folder's files counted by language."""
+
+    def __init__(self, files: Iterable[str]) -> None:
+        self.files: dict[tuple[str, ...], Counter[str]] = {}
+        self._below: dict[tuple[str, ...], Counter[str]] = {}
+        self._children: dict[tuple[str, ...], set[str]] = {}
         for path in files:
-            parts = PurePosixPath(path).parts
-            lang = CODE_EXTENSIONS.get(PurePosixPath(path).suffix.lower())
+            pure = PurePosixPath(path)
+            lang = CODE_EXTENSIONS.get(pure.suffix.lower())
             if lang is None:
                 continue
-            if len(parts) == 1:
-                root_code[lang] += 1
-                continue
-            top = parts[0]
-            if top.startswith(".") or top.lower() in NON_SERVICE_DIRS:
-                continue
-            if top.lower() in CONTAINER_DIRS:
-                if len(parts) < 3:
-                    continue
-                folder = f"{top}/{parts[1]}/"
-                name = parts[1]
-            else:
-                folder, name = f"{top}/", top
-            langs.setdefault(folder + "\0" + name, Counter())[lang] += 1
-        services = []
-        for ident, counts in sorted(langs.items()):
-            folder, name = ident.split("\0")
-            services.append(Service(name, [folder], language=counts.most_common(1)[0][0]))
-        if not services and root_code and project:
-            services.append(Service(project, [""], language=root_code.most_common(1)[0][0]))
-        return cls(_unique_names(services))
+            folder = pure.parts[:-1]
+            self.files.setdefault(folder, Counter())[lang] += 1
+            for i in range(len(folder) + 1):
+                self._below.setdefault(folder[:i], Counter())[lang] += 1
+                if i < len(folder):
+                    self._children.setdefault(folder[:i], set()).add(folder[i])
+
+    def children(self, folder: tuple[str, ...]) -> set[str]:
+        return self._children.get(folder, set())
+
+    def languages(self, folder: tuple[str, ...]) -> Counter[str]:
+        """Code files at or below ``folder``, by language."""
+        return self._below.get(folder, Counter())
+
+    def descend(self, folder: tuple[str, ...]) -> tuple[str, ...]:
+        """Down from ``folder`` while it holds no code of its own, only one folder, and names no
+        part of the project (``src/main/java/org/apache/`` on to ``commons/cli/``)."""
+        while not self.files.get(folder) and len(kids := self.children(folder)) == 1:
+            if not (folder[-1].lower() in LAYOUT_DIRS or self.in_domain(folder)):
+                break
+            folder = folder + (next(iter(kids)),)
+        return folder
+
+    @staticmethod
+    def in_domain(folder: tuple[str, ...]) -> bool:
+        """Whether ``folder`` is a package path (its first folder after the layout ones is a
+        reversed domain: ``src/main/java/com/google``)."""
+        first = next((part for part in folder if part.lower() not in LAYOUT_DIRS), None)
+        return first is not None and first.lower() in DOMAIN_ROOTS
 
 
 def _unique_names(services: list[Service]) -> list[Service]:

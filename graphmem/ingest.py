@@ -119,6 +119,16 @@ def _services_and_teams(
     return services or ServiceMap.infer(files, name), teams
 
 
+def _stale_service_sources(store: GraphStore, services: ServiceMap) -> list[str]:
+    """The sources of the stored inferred services when the layout now gives others (a folder
+    gone, services declared in ``graphmem.toml``): closing them closes those services and what they
+    contained, and what the new map says again is kept."""
+    stored = {(n.key, n.provenance.source_path) for n in store.iter_nodes([NodeKind.SERVICE])
+              if n.valid_to is None and not n.props.get("declared")}
+    now = {(svc.key, svc.root or ".") for svc in services if not svc.declared}
+    return sorted({source for _, source in stored}) if stored != now else []
+
+
 def _is_ancestor(repo: Path, older: str, newer: str) -> bool:
     done = subprocess.run(["git", "-C", str(repo), "merge-base", "--is-ancestor", older, newer],
                           capture_output=True)
@@ -575,6 +585,8 @@ def ingest(
     if withdrawn:  # a first ingest has nothing to close: no history to look up
         closings = closing_times(root, withdrawn, rev=head, uncommitted=_uncommitted(root, head)) \
             if previous else {now_iso(): withdrawn}
+    if stale := _stale_service_sources(store, services):
+        closings.setdefault(now_iso(), []).extend(stale)
     # Progress in elements written, then in source paths withdrawn (a Neo4j write can take a while).
     upserted = len(batch.nodes) + len(batch.rels) + len(batch.chunks)
     total = upserted + sum(len(paths) for paths in closings.values())

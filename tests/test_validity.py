@@ -118,6 +118,35 @@ def test_facts_close_at_the_commit_that_removed_them(tmp_path: Path) -> None:
         gm.close()
 
 
+def test_an_inferred_service_whose_folder_is_gone_stops_holding(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    for path in ("billing/charge.py", "ledger/post.py"):
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
+        (repo / path).write_text("def run():\n    return 1\n")
+    git(repo, "init", "-q", "-b", "main")
+    env = {"GIT_AUTHOR_NAME": "A", "GIT_AUTHOR_EMAIL": "a@example.com", "GIT_COMMITTER_NAME": "A",
+           "GIT_COMMITTER_EMAIL": "a@example.com", "PATH": os.environ["PATH"]}
+
+    def commit(message: str) -> None:
+        git(repo, "add", "-A")
+        subprocess.run(["git", "-C", str(repo), "commit", "-q", "-m", message], check=True, env=env)
+
+    commit("two services")
+    gm = Graphmem(Settings(store="embedded", home=tmp_path / "home"), "pay")
+    try:
+        gm.ingest(repo, llm=False)
+        assert gm.store.get_node("service:ledger").valid_to is None
+        (repo / "ledger" / "post.py").unlink()
+        commit("ledger moves out")
+        gm.ingest(repo, llm=False)
+        assert gm.store.get_node("service:ledger").valid_to is not None
+        assert gm.store.get_node("service:billing").valid_to is None
+        contains = [r for r in gm.store.get_relationships(["service:billing"]) if r.type.value == "CONTAINS"]
+        assert [r.dst for r in contains] == ["file:billing/charge.py"]
+    finally:
+        gm.close()
+
+
 def test_a_first_ingest_with_replay_keeps_two_years_of_history(tmp_path: Path) -> None:
     """Ownership, decisions in force and call edges as of four dates, on a first ingest."""
     repo = tmp_path / "repo"

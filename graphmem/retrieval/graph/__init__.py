@@ -145,7 +145,7 @@ class GraphRetriever:
         names = {self.store.project}
         for key in cat.by_kind.get(NodeKind.SERVICE, []):
             node = self.store.get_node(key)
-            if node is not None and node.props.get("path") in ("", ".", None) and node.name:
+            if node is not None and "" in (node.props.get("paths") or ()) and node.name:
                 names.add(node.name)
         names |= top_packages(file_paths(cat))
         return frozenset(tuple(words_of(n)) for n in names if n)

@@ -148,6 +148,28 @@ def test_inferred_single_service_repository_and_name_clashes() -> None:
     assert sorted(s.name for s in clash) == ["apps-web", "packages-web"]
 
 
+def test_layout_folders_name_no_service() -> None:
+    def names(files: list[str], project: str) -> dict[str, list[str]]:
+        return {s.name: s.paths for s in ServiceMap.infer(files, project=project)}
+
+    # A src/ of packages: one service per package, the project's namesake with the root's tooling.
+    assert names(["src/attr/_make.py", "src/attrs/__init__.py", "conftest.py", "tests/t.py"], "attrs") == {
+        "attr": ["src/attr/"], "attrs": ["src/attrs/", ""]}
+    # A src/ of modules is the project's own code; a Java package path is one service named after it.
+    assert names(["src/query.ts", "src/utils.ts"], "query-core") == {"query-core": ["src/"]}
+    assert names(["src/main/java/org/apache/commons/cli/Option.java",
+                  "src/main/java/org/apache/commons/cli/help/Help.java"], "commons-cli") == {
+        "cli": ["src/main/java/org/apache/commons/cli/"]}
+    # A Go module: its root package and internal/ are its own code; Go skips folders starting with "_".
+    go = ServiceMap.infer(["mux.go", "middleware/logger.go", "internal/tree/t.go", "_examples/rest/main.go"],
+                          project="chi")
+    assert {s.name: s.paths for s in go} == {"chi": ["internal/", ""], "middleware": ["middleware/"]}
+    assert go.service_of("internal/tree/t.go") == "chi" and go.service_of("middleware/logger.go") == "middleware"
+    # Python's own underscore packages are code.
+    assert names(["src/_pytest/main.py", "src/pytest/__init__.py"], "pytest") == {
+        "_pytest": ["src/_pytest/"], "pytest": ["src/pytest/"]}
+
+
 def test_extract_ownership_declared_repo(fixtures: Path) -> None:
     root = fixtures / "owned_repo"
     files, _ = Policy().discover(root)
