@@ -299,12 +299,13 @@ class ServiceMap:
         ``src/`` (or ``lib/``) of packages gives one service per package, one of modules is the
         project's own code, as is code at the root (and Go's ``internal/``); a Java-style package
         path (``com/google/gson/``) is one service named after its last folder. Go ignores folders
-        starting with "_", and so does this. The project's own code is one service named
-        ``project``."""
+        starting with "_", and so does this. The project's own code (or a package path alone) is
+        one service named ``project``."""
         tree = _CodeTree(files)
         found: dict[tuple[str, str], Counter[str]] = {}
         own: Counter[str] = Counter()
         own_paths: list[str] = []
+        domains: list[tuple[str, ...]] = []
 
         def add(folder: tuple[str, ...], name: str, langs: Counter[str]) -> None:
             found.setdefault(("/".join(folder) + "/", name), Counter()).update(langs)
@@ -318,6 +319,7 @@ class ServiceMap:
             folder = tree.descend(folder)
             if tree.in_domain(folder):
                 add(folder, folder[-1], tree.languages(folder))
+                domains.append(folder)
             elif tree.files.get(folder):
                 add_own(folder, tree.languages(folder))  # a src/ of modules: the project's own code
             else:  # a src/ of packages
@@ -352,6 +354,11 @@ class ServiceMap:
         if root and ("go" in root or own or not found):
             own.update(root)
             own_paths.append("")  # last: a service's first folder is its root
+        if len(found) == 1 and not own and domains:
+            # A package path alone is the project's own code (``org/apache/commons/cli/``).
+            (folder, _), counts = found.popitem()
+            own.update(counts)
+            own_paths.append(folder)
         services = [Service(name, [folder], language=counts.most_common(1)[0][0])
                     for (folder, name), counts in sorted(found.items())]
         if own and project:

@@ -147,6 +147,29 @@ def test_an_inferred_service_whose_folder_is_gone_stops_holding(tmp_path: Path) 
         gm.close()
 
 
+def test_prose_naming_the_project_mentions_no_service(tmp_path: Path) -> None:
+    repo = tmp_path / "zorbo"
+    (repo / "zorbo").mkdir(parents=True)
+    (repo / "ledger").mkdir()
+    (repo / "zorbo" / "charge.py").write_text(
+        'def charge():\n    """Charge a card, then post the amount to the ledger."""\n    return 1\n')
+    (repo / "ledger" / "post.py").write_text('def post():\n    """Post an entry."""\n    return 1\n')
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", "-A")
+    subprocess.run(["git", "-C", str(repo), "commit", "-q", "-m", "zorbo: charge cards"], check=True,
+                   env={"GIT_AUTHOR_NAME": "A", "GIT_AUTHOR_EMAIL": "a@example.com", "GIT_COMMITTER_NAME": "A",
+                        "GIT_COMMITTER_EMAIL": "a@example.com", "PATH": os.environ["PATH"]})
+    gm = Graphmem(Settings(store="embedded", home=tmp_path / "home"), "zorbo")
+    try:
+        gm.ingest(repo, llm=False)
+        assert gm.store.get_node("service:zorbo") is not None  # the project's own code
+        mentions = {(r.src, r.dst) for r in gm.store.iter_rels() if r.type.value == "MENTIONS"}
+        assert ("sym:zorbo/charge.py::charge", "service:ledger") in mentions
+        assert not [src for src, dst in mentions if dst == "service:zorbo"]
+    finally:
+        gm.close()
+
+
 def test_a_first_ingest_with_replay_keeps_two_years_of_history(tmp_path: Path) -> None:
     """Ownership, decisions in force and call edges as of four dates, on a first ingest."""
     repo = tmp_path / "repo"

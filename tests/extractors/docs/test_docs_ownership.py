@@ -155,11 +155,15 @@ def test_layout_folders_name_no_service() -> None:
     # A src/ of packages: one service per package, the project's namesake with the root's tooling.
     assert names(["src/attr/_make.py", "src/attrs/__init__.py", "conftest.py", "tests/t.py"], "attrs") == {
         "attr": ["src/attr/"], "attrs": ["src/attrs/", ""]}
-    # A src/ of modules is the project's own code; a Java package path is one service named after it.
+    # A src/ of modules is the project's own code; a Java package path is one service named after
+    # its last folder, or after the project when it is the only code.
     assert names(["src/query.ts", "src/utils.ts"], "query-core") == {"query-core": ["src/"]}
     assert names(["src/main/java/org/apache/commons/cli/Option.java",
                   "src/main/java/org/apache/commons/cli/help/Help.java"], "commons-cli") == {
-        "cli": ["src/main/java/org/apache/commons/cli/"]}
+        "commons-cli": ["src/main/java/org/apache/commons/cli/"]}
+    assert names(["src/main/java/com/acme/billing/A.java", "src/main/java/com/acme/ledger/B.java",
+                  "src/main/java/org/acme/util/C.java"], "acme") == {
+        "acme": ["src/main/java/com/acme/"], "util": ["src/main/java/org/acme/util/"]}
     # A Go module: its root package and internal/ are its own code; Go skips folders starting with "_".
     go = ServiceMap.infer(["mux.go", "middleware/logger.go", "internal/tree/t.go", "_examples/rest/main.go"],
                           project="chi")
