@@ -297,10 +297,10 @@ class ServiceMap:
         """Services from the layout: each top-level code folder (or each subfolder of a
         ``services/``-style container) is one. Layout folders name no part of the project: a
         ``src/`` (or ``lib/``) of packages gives one service per package, one of modules is the
-        project's own code, as is code at the root (and Go's ``internal/``); a Java-style package
-        path (``com/google/gson/``) is one service named after its last folder. Go ignores folders
-        starting with "_", and so does this. The project's own code (or a package path alone) is
-        one service named ``project``."""
+        project's own code, as is a Go module's root package and ``internal/``; a Java-style
+        package path (``com/acme/util/``) is one service named after its last folder. Go ignores
+        folders starting with "_", and so does this. The project's own code (or a package path
+        alone) is one service named ``project``."""
         tree = _CodeTree(files)
         found: dict[tuple[str, str], Counter[str]] = {}
         own: Counter[str] = Counter()
