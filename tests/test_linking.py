@@ -135,6 +135,38 @@ def test_the_projects_own_packages_name_no_symbol(tmp_path) -> None:  # type: ig
     store.close()
 
 
+def test_a_plain_word_naming_a_service_and_a_function_names_the_service(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    store = EmbeddedStore(tmp_path, "router")
+    prov = Provenance("middleware/", "test")
+    fn = "sym:chain.go::middleware"
+    store.upsert([Node("service:middleware", "middleware", prov, {"paths": ["middleware/"]}),
+                  Node(fn, "middleware", prov, {"symbol_kind": "function", "qualname": "middleware"})], [], [])
+    cat = Catalog.build(store)
+    store.close()
+    assert linked(cat, "Which function is a middleware that logs each request?") == {"service:middleware"}
+    assert fn in linked(cat, "Who calls middleware()?")
+
+
+def test_the_project_is_named_by_meaning_no_more_than_by_spelling(tmp_path, embedder) -> None:  # type: ignore[no-untyped-def]
+    """A question naming the project is close in meaning to the project's own service, and that
+    says nothing about where its answer is; another service still links by meaning."""
+    from graphmem.retrieval.graph import GraphRetriever
+
+    store = EmbeddedStore(tmp_path, "commons-cli")
+    prov = Provenance("org/", "test")
+    store.upsert([Node("service:commons-cli", "commons-cli", prov, {"paths": ["org/apache/commons/cli/"]}),
+                  Node("service:billing", "billing", prov, {"paths": ["billing/"]})], [], [])
+    graph = GraphRetriever(store, embedder=embedder)
+    ask = "In commons-cli, where is the logic that tests whether an option is deprecated?"
+    q = parse_question(ask)
+    assert "service:commons-cli" not in graph.link(q, query_vec=embedder.encode_query(ask))
+    keys, _ = graph._name_vectors(graph.refresh())
+    assert keys == ["service:billing"]
+    anchors = GraphRetriever(store, embedder=embedder, link_config=LinkConfig(project_name_anchors=True))
+    assert "service:commons-cli" in anchors._name_vectors(anchors.refresh())[0]
+    store.close()
+
+
 def test_a_dunder_method_is_not_linked_by_its_bare_name(catalog: Catalog) -> None:
     assert DUNDER not in linked(catalog, "What does __init__ call?")
     assert DUNDER in linked(catalog, "What does Builder.__init__ call?")

@@ -48,6 +48,7 @@ class _Built:
     layer: EntityLayer | None | bool = False  # False: not built yet
     facts: np.ndarray | None = None
     project_names: frozenset[tuple[str, ...]] = frozenset()
+    own_names: frozenset[tuple[str, ...]] = frozenset()  # the project's and its whole-repository service's
 
 
 def file_paths(cat: Catalog) -> list[str]:
@@ -129,26 +130,31 @@ class GraphRetriever:
                 built = self._built
                 if built is None or stamp != built.stamp:
                     cat = Catalog.build(self.store, fuzzy_min_length=self.link_config.fuzzy_min_length)
-                    built = self._built = _Built(stamp, cat, project_names=self._project_names(cat))
+                    own = self._own_names(cat)
+                    built = self._built = _Built(stamp, cat, project_names=self._project_names(cat, own),
+                                                 own_names=own)
         return built
 
     @property
     def catalog(self) -> Catalog:
         return self.refresh().catalog
 
-    def _project_names(self, cat: Catalog) -> frozenset[tuple[str, ...]]:
-        """How a question may name the project itself: its name, and the name of a service that
-        covers the whole repository. Unless configured otherwise these link nothing: every
-        question about a project may name it, and that says nothing about where the answer is."""
-        if self.link_config.project_name_anchors:
-            return frozenset()
+    def _own_names(self, cat: Catalog) -> frozenset[tuple[str, ...]]:
+        """The project's name and the name of a service that covers the whole repository."""
         names = {self.store.project}
         for key in cat.by_kind.get(NodeKind.SERVICE, []):
             node = self.store.get_node(key)
             if node is not None and "" in (node.props.get("paths") or ()) and node.name:
                 names.add(node.name)
-        names |= top_packages(file_paths(cat))
         return frozenset(tuple(words_of(n)) for n in names if n)
+
+    def _project_names(self, cat: Catalog, own: frozenset[tuple[str, ...]]) -> frozenset[tuple[str, ...]]:
+        """How a question may name the project itself: its own names and its top-level packages.
+        Unless configured otherwise these link nothing: every question about a project may name
+        it, and that says nothing about where the answer is."""
+        if self.link_config.project_name_anchors:
+            return frozenset()
+        return own | frozenset(tuple(words_of(n)) for n in top_packages(file_paths(cat)) if n)
 
     def _layer(self, built: _Built) -> EntityLayer | None:
         """The entity layer of this catalog (built on first use; ``None`` without entities)."""
@@ -195,12 +201,15 @@ class GraphRetriever:
 
     def _name_vectors(self, built: _Built) -> tuple[list[str], np.ndarray] | None:
         """Embeddings of the names of services, teams, decisions, incidents and entities (once per
-        catalog; symbols are left to BM25 and the chunk vectors)."""
+        catalog; symbols are left to BM25 and the chunk vectors). The project's own names are left
+        out: a question naming the project is no closer to them than any other."""
         if self.embedder is None:
             return None
         if built.names is None:
             cat = built.catalog
-            keys = [k for kind in EMBEDDED_NAME_KINDS for k in cat.by_kind.get(kind, []) if cat.nodes[k][1]]
+            keys = [k for kind in EMBEDDED_NAME_KINDS for k in cat.by_kind.get(kind, [])
+                    if cat.nodes[k][1] and (self.link_config.project_name_anchors
+                                            or tuple(words_of(cat.nodes[k][1])) not in built.own_names)]
             built.names = (keys, self._encode_names([cat.nodes[k][1] for k in keys]))
         return built.names
 

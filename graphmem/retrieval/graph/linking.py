@@ -114,8 +114,12 @@ def link(cat: Catalog, q: Question, config: LinkConfig, *, names: tuple[list[str
                 keys = names.get(gram)
                 if not keys or (size == 1 and gram[0] in STOP) or gram in ignore or i in clitic:
                     continue
-                if size == 1 and all(cat.nodes[k][0] is NodeKind.SYMBOL for k in keys) and i not in as_code:
-                    continue  # a plain English word that happens to name a function
+                if size == 1 and i not in as_code:
+                    # A plain English word that happens to name a function names no function
+                    # ("a middleware that logs" names the middleware service, not `Middlewares`).
+                    keys = {k for k in keys if cat.nodes[k][0] is not NodeKind.SYMBOL}
+                    if not keys:
+                        continue
                 if size == 1 and i in spelt_as_code:
                     keys = _same_spelling(keys, raw[i])
                 add(keys, 1.0, LinkReason.NAME, " ".join(raw[i:i + size]))
