@@ -61,7 +61,10 @@ NON_SERVICE_DIRS = frozenset(
     }
 )
 # Top-level folders that hold one service per subfolder (monorepo layouts).
-CONTAINER_DIRS = frozenset({"services", "apps", "packages", "components", "modules", "cmd", "microservices"})
+CONTAINER_DIRS = frozenset({"services", "apps", "packages", "components", "modules", "cmd", "microservices", "crates",
+                            "libs"})
+# A Go module's folders of its own library packages, beside its root package.
+GO_OWN_DIRS = frozenset({"internal", "pkg"})
 # Folders that hold a project's code without naming a part of it: ``src/`` layouts, Maven's
 # ``src/main/java/``, ``lib/``.
 LAYOUT_DIRS = frozenset({"src", "lib", "source", "sources", "main", "java", "kotlin", "scala"})
@@ -297,7 +300,7 @@ class ServiceMap:
         """Services from the layout: each top-level code folder (or each subfolder of a
         ``services/``-style container) is one. Layout folders name no part of the project: a
         ``src/`` (or ``lib/``) of packages gives one service per package, one of modules is the
-        project's own code, as is a Go module's root package and ``internal/``; a Java-style
+        project's own code, as are a Go module's root package, ``internal/`` and ``pkg/``; a Java-style
         package path (``com/acme/util/``) is one service named after its last folder. Go ignores
         folders starting with "_", and so does this. The project's own code (or a package path
         alone) is one service named ``project``."""
@@ -335,7 +338,7 @@ class ServiceMap:
             langs = tree.languages((top,))
             if top.startswith(".") or top.lower() in NON_SERVICE_DIRS or (top.startswith("_") and "go" in langs):
                 continue
-            if top == "internal" and set(langs) == {"go"}:
+            if top in GO_OWN_DIRS and set(langs) == {"go"}:
                 add_own((top,), langs)
             elif top.lower() in CONTAINER_DIRS:
                 for sub in sorted(tree.children((top,))):
@@ -621,7 +624,10 @@ __all__ = [
     "CODEOWNERS_LOCATIONS",
     "CODE_EXTENSIONS",
     "CONTAINER_DIRS",
+    "DOMAIN_ROOTS",
     "EXTRACTOR",
+    "GO_OWN_DIRS",
+    "LAYOUT_DIRS",
     "NON_SERVICE_DIRS",
     "OwnerRule",
     "OwnershipRules",

@@ -169,6 +169,10 @@ def test_layout_folders_name_no_service() -> None:
                           project="chi")
     assert {s.name: s.paths for s in go} == {"chi": ["internal/", ""], "middleware": ["middleware/"]}
     assert go.service_of("internal/tree/t.go") == "chi" and go.service_of("middleware/logger.go") == "middleware"
+    # Go's pkg/ is the module's own library too; a Rust workspace's crates/ holds one service per crate.
+    assert names(["cmd/api/main.go", "pkg/store/store.go"], "kv") == {"api": ["cmd/api/"], "kv": ["pkg/"]}
+    assert names(["crates/core/src/lib.rs", "crates/cli/src/main.rs"], "tool") == {
+        "cli": ["crates/cli/"], "core": ["crates/core/"]}
     # Python's own underscore packages are code.
     assert names(["src/_pytest/main.py", "src/pytest/__init__.py"], "pytest") == {
         "_pytest": ["src/_pytest/"], "pytest": ["src/pytest/"]}
