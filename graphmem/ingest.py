@@ -513,8 +513,8 @@ def ingest(
     services, teams = _services_and_teams(config, list(hashes), root.name, report)
     ownership = extract_ownership(root, list(hashes), services=services, teams=teams, source_commit=head)
     report.skipped += ownership.skipped
-    # An inferred service named after the project is not looked for in prose: every docstring
-    # and commit of a project may name it, and that relates them to nothing in particular.
+    # An inferred service named after the project is not looked for in prose: every docstring,
+    # commit and document of a project may name it, and that relates them to nothing in particular.
     own_names = {root.name, store.project} - {svc.name for svc in services if svc.declared}
     vocabulary = Vocabulary.from_symbol_keys(
         [n.name for n in ownership.nodes if n.key.startswith("service:") and n.name not in own_names],
