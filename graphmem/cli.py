@@ -776,15 +776,20 @@ def reranker_train(ctx: Context, budget: float, max_pairs: int, as_json: bool) -
               help="A local BERT model folder to start from (default: the packaged all-MiniLM-L6-v2).")
 @click.option("--frozen-layers", type=click.IntRange(0, None), default=None,
               help="Lower encoder layers kept as they are (default 3).")
+@click.option("--lora-rank", type=click.IntRange(0, None), default=None,
+              help="Rank of the low-rank updates kept as an adapter (default 8; 0 trains the upper layers whole).")
+@click.option("--adapter-out", type=click.Path(dir_okay=False), default=None,
+              help="Also write the adapter here (how the one shipped with graphmem is made).")
 @json_option
 def reranker_build_general(budget: float, threads: int | None, base_model: str | None, frozen_layers: int | None,
-                           as_json: bool) -> None:
+                           lora_rank: int | None, adapter_out: str | None, as_json: bool) -> None:
     """Train the machine's general cross-encoder from the installed Python packages' docstrings and code;
-    hybrid-rerank uses it for projects without a reranker of their own."""
-    from graphmem.retrieval.general_reranker import build_general_reranker
+    hybrid-rerank uses it for projects without a reranker of their own (instead of the shipped one)."""
+    from graphmem.retrieval.general_reranker import LORA_RANK, build_general_reranker
 
     meta = build_general_reranker(time_budget=budget, threads=threads, base_model=base_model,
-                                  frozen_layers=frozen_layers)
+                                  frozen_layers=frozen_layers,
+                                  lora_rank=LORA_RANK if lora_rank is None else lora_rank, adapter_out=adapter_out)
     if as_json:
         click.echo(json.dumps(meta, indent=2))
         return

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from graphmem.retrieval import general_reranker
 from graphmem.retrieval.config import RerankConfig
 from graphmem.retrieval.general_reranker import (
     GENERAL_NAME,
@@ -193,6 +194,7 @@ def test_load_reranker_falls_back_to_the_general_model(built: dict[str, Any], tm
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("GRAPHMEM_RERANKER", raising=False)
     monkeypatch.setenv("GRAPHMEM_MODEL_CACHE", str(tmp_path / "empty"))
+    monkeypatch.setattr(general_reranker, "SHIPPED_ADAPTER", tmp_path / "absent.npz")
     assert load_reranker(tmp_path, "acme") is None
     monkeypatch.setenv("GRAPHMEM_MODEL_CACHE", str(built["cache"]))
     rr = load_reranker(tmp_path, "acme")
@@ -232,6 +234,7 @@ def test_status_reports_the_build_and_a_process_picks_up_the_model_once_built(
     from graphmem.api import Graphmem
 
     monkeypatch.delenv("GRAPHMEM_RERANKER", raising=False)
+    monkeypatch.setattr(general_reranker, "SHIPPED_ADAPTER", tmp_path / "absent.npz")  # a build of its own only
     empty = tmp_path / "models"
     monkeypatch.setenv("GRAPHMEM_MODEL_CACHE", str(empty))
     with Graphmem.open("acme", home=tmp_path / "home") as gm:

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from graphmem.ingest import ingest
+from graphmem.retrieval import general_reranker
 from graphmem.retrieval.indexes import Indexes
 from graphmem.retrieval.mining import mine, mine_questions, split_questions
 from graphmem.retrieval.rerank import (
@@ -164,6 +165,7 @@ def test_load_reranker_without_a_model(tmp_path: Path, org: dict[str, Any], trai
                                        monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("GRAPHMEM_RERANKER", raising=False)
     monkeypatch.setenv("GRAPHMEM_MODEL_CACHE", str(tmp_path / "models"))  # no general model either
+    monkeypatch.setattr(general_reranker, "SHIPPED_ADAPTER", tmp_path / "absent.npz")  # nor a shipped one
     assert load_reranker(tmp_path, "acme") is None
     # GRAPHMEM_RERANKER names a model to use instead (here the one trained above).
     monkeypatch.setenv("GRAPHMEM_RERANKER", str(default_reranker_dir(org["home"], "acme")))

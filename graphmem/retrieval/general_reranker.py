@@ -19,6 +19,7 @@ import json
 import os
 import random
 import re
+import shutil
 import sysconfig
 import time
 from collections.abc import Iterable, Sequence
@@ -32,6 +33,9 @@ from graphmem.retrieval.rerank import (META_FILE, Progress, _atomic_write, _swap
                                       optimiser_step, packaged_base_model, save_staging)
 
 GENERAL_NAME = "general-reranker-v1"
+# The adapter built by ``graphmem reranker build-general --adapter-out`` and shipped with graphmem:
+# hybrid-rerank's model on a machine that has built none of its own.
+SHIPPED_ADAPTER = Path(__file__).with_name("models") / f"{GENERAL_NAME}.npz"
 # Packages whose repositories the retrieval evaluation asks about (eval/realcode): training on
 # them would measure memory, not generalisation.
 EVAL_PACKAGES = frozenset({
@@ -43,6 +47,14 @@ MAX_FILE_BYTES = 300_000
 TRAIN_MAX_LENGTH = 80  # tokens of (question, passage) while training: the header and first lines say most
 FROZEN_LAYERS = 3  # lower encoder layers kept as packaged: halves the backward pass on two cores
 NEGATIVES = 3  # two BM25-hard siblings and one random symbol per question
+# Low-rank updates (``adapter.py``): small enough to ship with the package, and as good on the dev
+# split as training the upper layers whole (see the README's reranker section).
+LORA_RANK = 8
+LORA_ALPHA = 16.0
+LORA_LR = 5e-4
+FULL_LR = 1.5e-4
+LORA_TARGETS = ("attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense",
+                "intermediate.dense", "output.dense")
 # Share of files whose symbols keep their docstrings in the passages. Keeping half gave no better
 # model on the dev split within the same training budget, so none are kept by default.
 KEEP_DOCS = 0.0
@@ -69,6 +81,30 @@ def general_reranker_dir(cache_dir: str | Path | None = None) -> Path:
     from graphmem.retrieval.embed import model_cache_dir
 
     return model_cache_dir(cache_dir) / GENERAL_NAME
+
+
+def shipped_reranker_dir(cache_dir: str | Path | None = None, *, materialise: bool = True) -> Path | None:
+    """The model folder of the adapter graphmem ships (``SHIPPED_ADAPTER``) over the packaged
+    MiniLM, written under the model cache on first use (about a second, numpy only); ``None`` when
+    there is no adapter or no base model. Without ``materialise`` only where it is or would be."""
+    from graphmem.retrieval.adapter import file_digest
+    from graphmem.retrieval.adapter import materialise as write_model
+    from graphmem.retrieval.embed import _export_lock, model_cache_dir
+
+    if not SHIPPED_ADAPTER.is_file():
+        return None
+    try:
+        base = packaged_base_model()
+    except ModelError:
+        return None
+    out = model_cache_dir(cache_dir) / f"{GENERAL_NAME}-shipped-{file_digest(SHIPPED_ADAPTER)[:12]}"
+    if not materialise or (out / "config.json").is_file():
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with _export_lock(out.parent):  # one process writes it; the others wait and find it written
+        if not (out / "config.json").is_file():
+            write_model(SHIPPED_ADAPTER, base, out, extra_meta={"shipped": True})
+    return out
 
 
 def general_build_running(cache_dir: str | Path | None = None) -> bool:
@@ -259,11 +295,18 @@ def harvest(roots: Sequence[Path] | None = None, *, exclude: Iterable[str] = EVA
 def build_general_reranker(out_dir: str | Path | None = None, *, groups: Sequence[Group] | None = None,
                            roots: Sequence[Path] | None = None, base_model: str | Path | None = None,
                            time_budget: float = 1500.0, max_groups: int = 40_000, batch_size: int = 8,
-                           lr: float = 1.5e-4, max_length: int = TRAIN_MAX_LENGTH, frozen_layers: int | None = None,
-                           seed: int = 0, threads: int | None = None,
+                           lr: float | None = None, max_length: int = TRAIN_MAX_LENGTH, frozen_layers: int | None = None,
+                           seed: int = 0, threads: int | None = None, lora_rank: int = LORA_RANK,
+                           adapter_out: str | Path | None = None,
                            progress: Progress | None = None) -> dict[str, Any]:
     """Harvest groups (unless given), train for ``time_budget`` seconds and save the model
-    atomically in ``out_dir`` (default ``general_reranker_dir()``); returns what it did."""
+    atomically in ``out_dir`` (default ``general_reranker_dir()``); returns what it did.
+
+    With ``lora_rank`` > 0 (the default) the upper layers and the pooler learn low-rank updates
+    over the base weights, which are kept as an adapter (``adapter.npz`` in the model folder, and
+    ``adapter_out`` when given: how ``SHIPPED_ADAPTER`` is made), and the model folder is
+    materialised from that adapter, as a user's machine materialises the shipped one. With 0 the
+    upper layers are trained whole and saved as they are."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # local weights only: never the hub
     try:
         import numpy as np
@@ -294,10 +337,20 @@ def build_general_reranker(out_dir: str | Path | None = None, *, groups: Sequenc
     encoder = model.base_model
     if frozen_layers is None:
         frozen_layers = FROZEN_LAYERS
-    for module in [encoder.embeddings, *encoder.encoder.layer[:frozen_layers]]:
-        for param in module.parameters():
+    lora: dict[str, Any] = {}
+    if lora_rank > 0:
+        for param in model.parameters():
             param.requires_grad_(False)
+        lora = _add_lora(encoder, frozen_layers, lora_rank)
+        for param in model.classifier.parameters():
+            param.requires_grad_(True)
+    else:
+        for module in [encoder.embeddings, *encoder.encoder.layer[:frozen_layers]]:
+            for param in module.parameters():
+                param.requires_grad_(False)
     trainable = [p for p in model.parameters() if p.requires_grad]
+    if lr is None:  # low-rank updates start at zero and have few parameters: they take a larger rate
+        lr = LORA_LR if lora else FULL_LR
     optimiser = torch.optim.AdamW(trainable, lr=lr, weight_decay=0.01)
     t0 = time.perf_counter()
     # Steps per second are unknown on a shared machine: the rate decays linearly over the time budget.
@@ -320,7 +373,6 @@ def build_general_reranker(out_dir: str | Path | None = None, *, groups: Sequenc
         if time.perf_counter() - t0 > time_budget:
             break
     train_seconds = time.perf_counter() - t0
-    staging = save_staging(model, tokenizer, out)
     packages = sorted({g.package for g in groups})
     meta: dict[str, Any] = {
         "format": 1, "kind": "general", "base_model": base,
@@ -332,11 +384,77 @@ def build_general_reranker(out_dir: str | Path | None = None, *, groups: Sequenc
         "first_loss": round(float(np.mean(losses[:10])), 4) if losses else None,
         "last_loss": round(float(np.mean(losses[-20:])), 4) if losses else None,
     }
+    if lora:
+        from graphmem.retrieval.adapter import file_digest, materialise, save_adapter
+
+        meta |= {"lora_rank": lora_rank, "lora_alpha": LORA_ALPHA, "lora_modules": sorted(lora),
+                 "base_sha256": file_digest(Path(base) / "model.safetensors")}
+        model.eval()
+        arrays = _lora_arrays(model, lora)
+        del model
+        adapter = save_adapter(Path(adapter_out) if adapter_out else out.with_name(f".{out.name}.adapter.npz"),
+                               arrays, meta)
+        materialise(adapter, base, out)
+        if adapter_out is None:
+            adapter.replace(out / "adapter.npz")
+        else:
+            shutil.copyfile(adapter, out / "adapter.npz")
+        return meta | {"out_dir": str(out), "adapter": str(adapter_out or out / "adapter.npz")}
+    staging = save_staging(model, tokenizer, out)
     _atomic_write(staging / META_FILE, json.dumps(meta, indent=2).encode())
     del model
     _swap_in(staging, out)
     return meta | {"out_dir": str(out)}
 
 
+def _add_lora(encoder: Any, first_layer: int, rank: int) -> dict[str, Any]:
+    """Wrap the linear maps of ``encoder``'s layers from ``first_layer`` on, and its pooler, with
+    trainable low-rank updates; returns them by ``BertModel`` module name."""
+    import torch
+
+    class LoraLinear(torch.nn.Module):
+        """``base(x) + scale * x A^T B^T``; B starts at zero, so training starts from the base model."""
+
+        def __init__(self, base: Any) -> None:
+            super().__init__()
+            self.base = base
+            self.scale = LORA_ALPHA / rank
+            self.lora_a = torch.nn.Parameter(torch.randn(rank, base.in_features) / base.in_features ** 0.5)
+            self.lora_b = torch.nn.Parameter(torch.zeros(base.out_features, rank))
+
+        def forward(self, x: Any) -> Any:
+            return self.base(x) + (x @ self.lora_a.T @ self.lora_b.T) * self.scale
+
+    wrapped: dict[str, Any] = {}
+    targets = [(f"encoder.layer.{n}.{path}", layer) for n, layer in enumerate(encoder.encoder.layer)
+               if n >= first_layer for path in LORA_TARGETS]
+    targets.append(("pooler.dense", encoder))
+    for name, root in targets:
+        rel = name.split(".", 3)[3] if name.startswith("encoder.") else name
+        *parents, leaf = rel.split(".")
+        holder = root
+        for part in parents:
+            holder = getattr(holder, part)
+        module = LoraLinear(getattr(holder, leaf))
+        setattr(holder, leaf, module)
+        wrapped[name] = module
+    return wrapped
+
+
+def _lora_arrays(model: Any, lora: dict[str, Any]) -> dict[str, Any]:
+    """What the adapter keeps: each wrapped module's A, B and scale, and the classifier."""
+    from graphmem.retrieval.adapter import LORA_A, LORA_B, LORA_SCALE
+
+    arrays: dict[str, Any] = {}
+    for name, module in lora.items():
+        arrays[name + LORA_A] = module.lora_a.detach().numpy()
+        arrays[name + LORA_B] = module.lora_b.detach().numpy()
+        arrays[name + LORA_SCALE] = module.scale
+    arrays["classifier.weight"] = model.classifier.weight.detach().numpy()
+    arrays["classifier.bias"] = model.classifier.bias.detach().numpy()
+    return arrays
+
+
 __all__ = ["EVAL_PACKAGES", "GENERAL_NAME", "Group", "as_question", "build_general_reranker", "first_sentences",
-           "general_build_running", "general_reranker_dir", "harvest", "installed_roots", "strip_docstrings"]
+           "general_build_running", "general_reranker_dir", "harvest", "installed_roots", "shipped_reranker_dir",
+           "strip_docstrings"]

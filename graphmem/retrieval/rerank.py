@@ -390,7 +390,7 @@ def load_reranker(home: str | Path, project: str, model: str | Path | None = Non
     source, chosen = ("given", model) if model else _chosen(home, project)
     if source is None:
         return None
-    if source == "general":
+    if source in ("general", "shipped"):
         cfg = DEFAULT_RERANK
         return CrossEncoderReranker(chosen, backend=backend, max_length=max_length or DEFAULT_MAX_LENGTH,
                                     cache_dir=cache, prior_weight=cfg.general_prior_weight,
@@ -400,27 +400,32 @@ def load_reranker(home: str | Path, project: str, model: str | Path | None = Non
     return CrossEncoderReranker(chosen, backend=backend, max_length=length, cache_dir=cache)
 
 
-def _chosen(home: str | Path, project: str) -> tuple[str | None, str | Path]:
-    """Which model a project's ``hybrid-rerank`` uses: ``GRAPHMEM_RERANKER`` (``configured``), else
-    the project's trained one, else the machine's general one; ``(None, ...)`` when there is none."""
-    from graphmem.retrieval.general_reranker import general_reranker_dir
+def _chosen(home: str | Path, project: str, *, materialise: bool = True) -> tuple[str | None, str | Path]:
+    """Which model a project's ``hybrid-rerank`` uses: ``GRAPHMEM_RERANKER`` (``configured``; ``none``
+    turns reranking off), else the project's trained one, else the one built on this machine
+    (``general``), else the one graphmem ships (``shipped``, written out on first use unless not
+    ``materialise``); ``(None, ...)`` when there is none."""
+    from graphmem.retrieval.general_reranker import general_reranker_dir, shipped_reranker_dir
 
-    configured = os.environ.get(ENV_MODEL)
+    configured = os.environ.get(ENV_MODEL, "").strip()
+    if configured.lower() == "none":
+        return None, Path()
     if configured:
         return "configured", configured  # a name or a path, as CrossEncoderReranker takes it
     for source, directory in (("project", default_reranker_dir(home, project)), ("general", general_reranker_dir())):
         if _is_model(directory):
             return source, directory
-    return None, Path()
+    shipped = shipped_reranker_dir(materialise=materialise)
+    return ("shipped", shipped) if shipped is not None else (None, Path())
 
 
 def reranker_status(home: str | Path, project: str) -> dict[str, Any]:
     """Which reranker ``hybrid-rerank`` would use for a project (as :func:`load_reranker` chooses):
-    ``source`` is ``configured``, ``project``, ``general`` or ``None``; with none, ``building`` says
-    whether the general model is being built (``scripts/build-reranker``)."""
+    ``source`` is ``configured``, ``project``, ``general``, ``shipped`` or ``None``; with none,
+    ``building`` says whether the general model is being built (``scripts/build-reranker``)."""
     from graphmem.retrieval.general_reranker import general_build_running
 
-    source, path = _chosen(home, project)
+    source, path = _chosen(home, project, materialise=False)
     return {"source": source, "path": str(path)} if source else {"source": None, "building": general_build_running()}
 
 
