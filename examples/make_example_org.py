@@ -2029,6 +2029,9 @@ def build_facts(ctx: Context, steps: list[Step], files: dict[str, list[str]], no
          "gold": ["adr:5"], "hops": 2},
         {"id": "org-7", "question": "Which endpoint handler failed in the latest incident?",
          "gold": [incidents[latest]["failing_symbol"]], "hops": 1},
+        # Asks about what code does, not how nodes relate: the kind of question the reranker reorders.
+        {"id": "org-8", "question": "Which function computes the tax on an invoice?",
+         "gold": ["sym:services/billing/invoices/tax.py::apply_tax"], "hops": 1},
     ]
     added = {}
     for step in steps:

@@ -71,6 +71,7 @@ def test_a_materialised_adapter_scores_as_the_torch_model_it_came_from(tmp_path:
     with torch.no_grad():  # as after training: updates far from zero, a classifier of its own
         for module in lora.values():
             module.lora_b.normal_(0.0, 0.05)
+        model.classifier.weight.normal_(0.0, 1.0)
     model.eval()
     enc = tokenizer([QUESTION] * len(TEXTS), TEXTS, truncation="longest_first", max_length=128, padding=True,
                     return_tensors="pt")
@@ -85,7 +86,7 @@ def test_a_materialised_adapter_scores_as_the_torch_model_it_came_from(tmp_path:
     bare = save_adapter(tmp_path / "b.npz", {k: (v * 0 if ".lora_b" in k else v)
                                             for k, v in _lora_arrays(model, lora).items()}, {"kind": "general"})
     assert np.abs(np.array(CrossEncoderReranker(materialise(bare, base, tmp_path / "bare"), backend="onnx")
-                           .logits(QUESTION, TEXTS)) - want).max() > 0.05
+                           .logits(QUESTION, TEXTS)) - want).max() > 0.2
     # An adapter trained on other base weights is refused, and nothing is written.
     other = save_adapter(tmp_path / "c.npz", _lora_arrays(model, lora), {"kind": "general", "base_sha256": "0" * 64})
     with pytest.raises(ModelError, match="other base weights"):

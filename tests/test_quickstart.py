@@ -29,7 +29,7 @@ def test_the_quick_start_answers(tmp_path: Path) -> None:
 
     # every question the demo asks is answered, with a gold node in its top five
     blocks = re.split(r'^\$ graphmem query "(.+)" -k 5$', demo.stdout, flags=re.MULTILINE)[1:]
-    assert len(blocks) == 6, demo.stdout[-3000:]
+    assert len(blocks) == 8, demo.stdout[-3000:]
     for question, answer in zip(blocks[::2], blocks[1::2]):
         keys = re.findall(r"^\s*\d+\. (\S+)\s+\[", answer, flags=re.MULTILINE)
         assert keys and gold[question] & set(keys[:5]), (question, keys)
