@@ -110,7 +110,10 @@ def test_the_shipped_adapter_is_the_reranker_of_a_machine_that_built_none(fresh_
     # Asking which model would be used writes nothing.
     status = reranker_status(tmp_path, "acme")
     assert status["source"] == "shipped" and not Path(status["path"]).exists()
+    # scripts/bootstrap prepares it: the model folder and its int8 ONNX graph, before any query.
+    assert general_reranker.main(["prepare"]) == 0 and Path(status["path"]).is_dir()
     rr = load_reranker(tmp_path, "acme")
+    assert rr is not None and rr.onnx_path(quantized=True).is_file()
     assert isinstance(rr, CrossEncoderReranker) and rr.general and rr.path == Path(status["path"]).resolve()
     logits = rr.logits(QUESTION, TEXTS)
     assert all(math.isfinite(x) for x in logits) and logits[0] > logits[2]

