@@ -11,7 +11,6 @@ writes is the one its training measured: the build itself materialises its adapt
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -36,11 +35,9 @@ WEIGHTS_FILE = "model.safetensors"
 
 def file_digest(path: Path) -> str:
     """sha256 of a file, read in blocks (the base weights are 90 MB)."""
-    h = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+    from graphmem.retrieval.embed import _file_sha256
+
+    return _file_sha256(Path(path))
 
 
 def save_adapter(path: str | Path, arrays: Mapping[str, np.ndarray], meta: Mapping[str, Any]) -> Path:
@@ -130,8 +127,7 @@ def materialise(adapter: str | Path, base_dir: str | Path, out_dir: str | Path,
         if (base / name).is_file():
             shutil.copyfile(base / name, staging / name)
     info = {k: v for k, v in meta.items() if k != "format"}
-    (staging / META_FILE).write_text(json.dumps({"format": 1, **info, **(extra_meta or {}),
-                                                 "adapter": str(adapter)}, indent=2))
+    (staging / META_FILE).write_text(json.dumps({"format": 1, **info, **(extra_meta or {})}, indent=2))
     _swap_in(staging, out)
     return out
 

