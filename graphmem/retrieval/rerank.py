@@ -385,7 +385,8 @@ def load_reranker(home: str | Path, project: str, model: str | Path | None = Non
     """The reranker to use for a project: ``model`` if given, else ``GRAPHMEM_RERANKER``, else the
     project's trained one, else the machine's general one (``general_reranker``, weighted and limited
     to answer kinds as the default ``RerankConfig`` says, or as the recipe a question runs with says);
-    ``None`` when there is none. Nothing is loaded until the first score."""
+    ``None`` when there is none. Nothing is loaded until the first score (the shipped model's folder
+    is written here, once, unless ``scripts/bootstrap`` prepared it)."""
     cache = Path(home).expanduser() / "cache" / "reranker"
     source, chosen = ("given", model) if model else _chosen(home, project)
     if source is None:
