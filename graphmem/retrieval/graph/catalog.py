@@ -116,7 +116,10 @@ class Catalog:
             # Short or common last parts ("get", "main", "__init__") would link to everything; a
             # private method's name ("_eval_snippets") is as particular as a public one's.
             dunder = last.startswith("__") and last.endswith("__")
-            return [qual] + ([last] if len(last.lstrip("_")) >= 5 and not dunder and last != qual else [])
+            # "Builder.option" names the member ``Option.Builder.option`` as its owner-qualified tail.
+            parts = qual.split(".")
+            tails = [".".join(parts[i:]) for i in range(1, len(parts) - 1)]
+            return [qual] + tails + ([last] if len(last.lstrip("_")) >= 5 and not dunder and last != qual else [])
         if kind is NodeKind.DECISION:
             return [f"ADR-{node.props.get('number')}", name]
         if kind is NodeKind.INCIDENT:

@@ -277,6 +277,13 @@ def _written_as_name(text: str, spans: list[re.Match[str]], i: int) -> bool:
 CALL_VERBS = frozenset({"call", "calling", "invoke", "invoking"})
 _CALLED = frozenset({"called", "invoked"})
 _BY = frozenset({"by"})
+# "What does parse call": the subject of a call verb after an auxiliary is code too.
+_AUX = frozenset(singular(w) for w in ("does", "do", "did"))  # as the question's words are compared
+# "Where is attrib called from", "split being called": the word before a passive call verb.
+_PASSIVE = frozenset(singular(w) for w in ("is", "was", "being", "getting", "gets", "got"))
+# "The callers of render": the word after these nouns and "of".
+_CALL_NOUNS = frozenset({"caller", "callee"})
+_OF = frozenset({"of"})
 _ASKING = frozenset({"which", "what"})
 # Words for code in general, never a name beside a code noun (unlike "field" or "hook", which can be).
 _CODE_IN_GENERAL = frozenset({"code", "function", "functions", "method", "methods", "class", "classes",
@@ -288,9 +295,10 @@ _DETERMINERS = frozenset({"other", "another", "each", "every", "some", "such", "
 
 def _framed_as_code(text: str, spans: list[re.Match[str]], words: list[str], quoted: set[str], i: int) -> bool:
     """Whether one lower-case word is used as a name: quoted, next to a noun for code ("the frozen
-    function", "method close"), or the object of a verb only code takes ("which functions call
-    evolve", "called by render"), with only spaces or quotes between ("a new field / attribute"
-    joins two nouns; neither names the other)."""
+    function", "method close"), the object or subject of a verb only code takes ("which functions
+    call evolve", "called by render", "what does parse call", "where is attrib called from", "the
+    callers of render"), with only spaces or quotes between ("a new field / attribute" joins two
+    nouns; neither names the other)."""
     def beside(j: int, frame: frozenset[str]) -> bool:
         if not 0 <= j < len(words) or words[j] not in frame:
             return False
@@ -303,5 +311,11 @@ def _framed_as_code(text: str, spans: list[re.Match[str]], words: list[str], quo
     generic = words[i] in _CODE_IN_GENERAL
     after_noun = beside(i - 1, CODE_NOUNS) and not (i >= 2 and words[i - 2] in _ASKING) and not generic
     before_noun = beside(i + 1, CODE_NOUNS) and words[i] not in _DETERMINERS and not generic
+    called_next = beside(i + 1, _CALLED) or (beside(i + 1, _PASSIVE) and i + 2 < len(words)
+                                              and words[i + 2] in _CALLED)
+    subject = not generic and words[i] not in STOP | _DETERMINERS | _PASSIVE | _AUX
     return (words[i] in quoted or before_noun or after_noun or beside(i - 1, CALL_VERBS)
-            or (i >= 2 and words[i - 2] in _CALLED and beside(i - 1, _BY)))
+            or (i >= 2 and words[i - 2] in _CALLED and beside(i - 1, _BY))
+            or (i >= 2 and words[i - 2] in _CALL_NOUNS and beside(i - 1, _OF) and subject)
+            or (subject and beside(i - 1, _AUX) and beside(i + 1, CALL_VERBS))
+            or (subject and called_next))
