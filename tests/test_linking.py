@@ -24,6 +24,7 @@ OTHER_FN = "sym:tests/data/pairs.py::other"
 TESTDIR_CLASS = "sym:src/legacy.py::Testdir"
 TESTDIR_METHOD = "sym:src/legacy.py::LegacyPlugin.testdir"
 CODES = "sym:src/rules.py::RulePack.codes"
+NESTED = "sym:src/cli.py::Option.Builder.option"
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +46,9 @@ def catalog(tmp_path_factory: pytest.TempPathFactory) -> Catalog:
                   Node(TESTDIR_CLASS, "Testdir", prov, {"symbol_kind": "class", "qualname": "Testdir"}),
                   Node(TESTDIR_METHOD, "testdir", prov, {"symbol_kind": "method",
                                                          "qualname": "LegacyPlugin.testdir"}),
-                  Node(CODES, "codes", prov, {"symbol_kind": "method", "qualname": "RulePack.codes"})], [], [])
+                  Node(CODES, "codes", prov, {"symbol_kind": "method", "qualname": "RulePack.codes"}),
+                  Node(NESTED, "option", prov, {"symbol_kind": "method", "qualname": "Option.Builder.option"})],
+                 [], [])
     cat = Catalog.build(store)
     store.close()
     return cat
@@ -63,6 +66,16 @@ def linked(cat: Catalog, text: str) -> set[str]:
     ("What does _eval_snippets call?", PRIVATE_METHOD),  # a private method by its own name
     ("Which functions call service?", SERVICE_FN),  # the object of a verb only code takes
     ("Which helpers are called by service?", SERVICE_FN),
+    ("What does service call?", SERVICE_FN),  # the subject of a call verb after an auxiliary
+    ("Where is service called from?", SERVICE_FN),  # before a passive call verb with a place
+    ("Where is service called?", SERVICE_FN),
+    ("Which code depends on service being called?", SERVICE_FN),
+    ("Where does project get called?", PROJECT_METHOD),
+    ("Who are the callers of service?", SERVICE_FN),
+    ("What calls Builder.__init__?", DUNDER),  # an owner-qualified member
+    ("What calls Runner._eval_snippets?", OTHER_PRIVATE),
+    ("What calls Builder.option?", NESTED),  # a nested type's member by its owner-qualified tail
+    ("What calls Option.Builder.option?", NESTED),
 ])
 def test_a_word_written_as_a_name_links_the_symbol(catalog: Catalog, text: str, key: str) -> None:
     assert key in linked(catalog, text)
@@ -78,6 +91,9 @@ def test_a_word_written_as_a_name_links_the_symbol(catalog: Catalog, text: str, 
     "Why doesn't the function's result change?",
     "Which method projects the points onto a plane?",  # the asked-for method's verb, not its name
     "What function services the queue?",
+    "What does the service call?",  # a determiner: the thing, not a name
+    "What is this service called?",  # asks a name: the call has no place or agent
+    "Which function is called by the service?",
 ])
 def test_a_plain_english_word_links_nothing(catalog: Catalog, text: str) -> None:
     assert linked(catalog, text) == set()

@@ -279,8 +279,12 @@ _CALLED = frozenset({"called", "invoked"})
 _BY = frozenset({"by"})
 # "What does parse call": the subject of a call verb after an auxiliary is code too.
 _AUX = frozenset(singular(w) for w in ("does", "do", "did"))  # as the question's words are compared
-# "Where is attrib called from", "split being called": the word before a passive call verb.
-_PASSIVE = frozenset(singular(w) for w in ("is", "was", "being", "getting", "gets", "got"))
+# "Split being called", "where does parse get called": the word before these and a passive call
+# verb. Right before the verb alone it is a name only where the call has a place or an agent
+# ("where is attrib called from", "attrib called by"): "what is this pattern called" asks a name.
+_PASSIVE = frozenset(singular(w) for w in ("being", "getting", "get", "gets", "got"))
+_CALL_PLACE = frozenset({"from", "by", "in", "at", "inside", "within", "anywhere", "elsewhere", "when", "during"})
+_WHERE = frozenset({"where"})
 # "The callers of render": the word after these nouns and "of".
 _CALL_NOUNS = frozenset({"caller", "callee"})
 _OF = frozenset({"of"})
@@ -311,8 +315,9 @@ def _framed_as_code(text: str, spans: list[re.Match[str]], words: list[str], quo
     generic = words[i] in _CODE_IN_GENERAL
     after_noun = beside(i - 1, CODE_NOUNS) and not (i >= 2 and words[i - 2] in _ASKING) and not generic
     before_noun = beside(i + 1, CODE_NOUNS) and words[i] not in _DETERMINERS and not generic
-    called_next = beside(i + 1, _CALLED) or (beside(i + 1, _PASSIVE) and i + 2 < len(words)
-                                              and words[i + 2] in _CALLED)
+    placed = i + 2 < len(words) and words[i + 2] in _CALL_PLACE or bool(words) and words[0] in _WHERE
+    called_next = ((beside(i + 1, _CALLED) and placed)
+                   or (beside(i + 1, _PASSIVE) and i + 2 < len(words) and words[i + 2] in _CALLED))
     subject = not generic and words[i] not in STOP | _DETERMINERS | _PASSIVE | _AUX
     return (words[i] in quoted or before_noun or after_noun or beside(i - 1, CALL_VERBS)
             or (i >= 2 and words[i - 2] in _CALLED and beside(i - 1, _BY))
