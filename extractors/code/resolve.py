@@ -639,13 +639,17 @@ class ProjectIndex:
             return self.resolve_type(target.path, symbol.returns, owner)
         for candidate in _IDENT.findall(type_text):
             parts = [p for p in re.split(r"\.|::", candidate) if p]
-            if not parts or parts[-1] in _TYPE_WRAPPERS or candidate in ("typing", "mut", "dyn", "impl"):
+            if not parts or candidate in ("typing", "mut", "dyn", "impl"):
                 continue
             if parts == ["Self"]:
                 return self_class
             found = self.resolve_parts(path, "", parts, {}, self_class)
             if found is not None and self.is_class(found.target):
                 return found.target
+            # A wrapper ("Optional[Foo]", "Vec<Foo>") stands for what it wraps, unless the project
+            # defines a class of that name (commons-cli's ``Option``, a ``Result`` of its own).
+            if parts[-1] in _TYPE_WRAPPERS:
+                continue
             return None
         return None
 

@@ -33,3 +33,6 @@
 (short_var_declaration
   left: (expression_list . (identifier) @bind.var)
   right: (expression_list . (call_expression function: (_) @bind.call)))
+(short_var_declaration
+  left: (expression_list . (identifier) @bind.var)
+  right: (expression_list . (identifier) @bind.alias))

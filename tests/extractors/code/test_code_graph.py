@@ -166,3 +166,45 @@ def test_a_members_documentation_is_in_its_own_passage_only():
     assert "convenience handler" in texts[symbol_key("mw/header.go", "SetHeader")]
     header_file = texts[file_key("mw/header.go")]  # the file keeps its module-level code
     assert "var level = 1" in header_file and "convenience handler" not in header_file
+
+
+def test_a_project_class_named_like_a_type_wrapper_types_its_fields():
+    """``Option`` wraps a type in Rust; in a Java project it can be a class of its own, and a field
+    of that type resolves the calls made through it."""
+    option = parse_file("cli/Option.java", b"package cli;\npublic class Option {\n    public String getArgName() { return \"\"; }\n}\n")
+    formatter = parse_file("cli/help/Formatter.java", b"""package cli.help;
+import cli.Option;
+public class Formatter {
+    private final Option option;
+    Formatter(Option option) { this.option = option; }
+    public String getArgName() { return option.getArgName(); }
+}
+""")
+    graph = build_graph({"cli/Option.java": option, "cli/help/Formatter.java": formatter})
+    calls = {(r.src, r.dst) for r in graph.rels if r.type is RelType.CALLS}
+    # Both classes define the method: only the field's type tells which one is called.
+    assert (symbol_key("cli/help/Formatter.java", "Formatter.getArgName"),
+            symbol_key("cli/Option.java", "Option.getArgName")) in calls
+
+
+def test_a_go_variable_assigned_from_a_typed_one_has_its_type():
+    source = b"""package tree
+
+type node struct{}
+
+type nodes []*node
+
+func (n *node) findEdge(label byte) *node { return n }
+
+func (ns nodes) findEdge(label byte) *node { return nil }
+
+func (n *node) findPattern(pattern string) bool {
+	nn := n
+	return nn.findEdge(pattern[0]) != nil
+}
+"""
+    graph = build_graph({"tree.go": parse_file("tree.go", source)})
+    calls = {(r.src, r.dst) for r in graph.rels if r.type is RelType.CALLS}
+    # Two types define the method: only the variable's type tells which one is called.
+    assert (symbol_key("tree.go", "node.findPattern"), symbol_key("tree.go", "node.findEdge")) in calls
+    assert (symbol_key("tree.go", "node.findPattern"), symbol_key("tree.go", "nodes.findEdge")) not in calls
