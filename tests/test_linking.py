@@ -315,3 +315,15 @@ def test_change_removal_and_creation_are_read_from_english_words(text: str, chan
                                                                  creation: bool) -> None:
     q = parse_question(text)
     assert (q.asks_change, q.asks_removal, q.asks_creation) == (change, removal, creation)
+
+
+@pytest.mark.parametrize("text,kinds", [
+    ("When was CreateArticle deleted?", ("commit",)),  # the time of a change is its commit's
+    ("When was removeListener added?", ("commit",)),
+    ("When did parse_header last change?", ("commit",)),
+    ("When was ADR-5 superseded?", ("decision",)),  # a kind the question names stays
+    ("When did the billing service fail?", ()),  # no change asked about
+    ("What runs when a session is created?", ()),
+])
+def test_when_a_change_was_made_asks_for_its_commit(text: str, kinds: tuple[str, ...]) -> None:
+    assert tuple(k.value for k in parse_question(text).answer_kinds) == kinds

@@ -433,6 +433,10 @@ _INSIDE_NAME = re.compile(r"\b(?:in|under|within|inside)\s+the\s+[`'\"]?([\w.-]+
                           r"(?:sub)?(?:package|module|director(?:y|ies)|folder)\b", re.IGNORECASE)
 
 
+# "When was X removed", "when did X change", "when has it been modified".
+_WHEN_CHANGED = re.compile(r"\bwhen\s+(?:was|were|did|has|have|had)\b", re.IGNORECASE)
+
+
 def parse_question(text: str, now: datetime | None = None, *, sessions: bool = False) -> Question:
     """Read ``text`` (see the module docstring); ``now`` anchors "last month" and the like;
     ``sessions``: the project holds agent sessions, so "which sessions ..." asks for them."""
@@ -465,6 +469,9 @@ def parse_question(text: str, now: datetime | None = None, *, sessions: bool = F
                 main_types.update(types)
     q.main_rel_types = frozenset(main_types)
     q.directions = _directions(rel_text)
+    if not q.answer_kinds and (history or _LATEST_CHANGE.search(text)) and _WHEN_CHANGED.search(text):
+        # "When was X added / last modified / deleted": the time of a change is its commit's.
+        q.answer_kinds = (NodeKind.COMMIT,)
     if not q.answer_kinds or (q.answer_kinds == _WHO and _WHO_RELATES.search(text)):
         # "what does X call" names no kind, and in "who calls X" the who is code: a directed
         # relationship joins nodes of one kind.
