@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 # Bumped whenever parsing changes what it records, so cached facts are not reused across versions.
-FACTS_VERSION = 3
+FACTS_VERSION = 4
 
 CLASS_KINDS = frozenset({"class", "interface", "struct", "enum", "trait", "type"})
 FUNCTION_KINDS = frozenset({"function", "method"})
@@ -35,8 +35,14 @@ class SymbolFact:
     bases: list[str] = field(default_factory=list)
     # Declared or inferred types: attribute/field name -> type text (class-like symbols).
     fields: dict[str, str] = field(default_factory=dict)
-    # Parameter and local variable name -> type text (function-like symbols).
+    # Parameter and local variable name -> type text (function-like symbols): the first binding.
     locals: dict[str, str] = field(default_factory=dict)
+    # Names bound again with another type in the same function (a closure's `r *http.Request`, then
+    # `r := NewRouter()`): name -> [line, type text, end] of every binding in source order, ``end``
+    # the last line of the anonymous function whose parameter it is (0: the whole function).
+    rebound: dict[str, list[list[Any]]] = field(default_factory=dict)
+    # Each local's first binding, as in ``rebound`` (where a later one may replace it).
+    local_lines: dict[str, list[Any]] = field(default_factory=dict)
     returns: str = ""
     # Further line ranges sharing this key (overloads, conditional redefinitions).
     extra_ranges: list[list[int]] = field(default_factory=list)

@@ -411,9 +411,33 @@ class _FileParser:
             return
         if owner is None:
             self.facts.module_vars.setdefault(var, type_text)
+        elif owner.symbol is not None and owner.kind in CLASS_KINDS:
+            owner.symbol.fields.setdefault(var, type_text)
         elif owner.symbol is not None:
-            target = owner.symbol.fields if owner.kind in CLASS_KINDS else owner.symbol.locals
-            target.setdefault(var, type_text)
+            symbol, line = owner.symbol, var_node.start_point.row + 1
+            binding = [line, type_text, _closure_end(var_node, owner.node)]
+            if var not in symbol.locals:
+                symbol.locals[var] = type_text
+                symbol.local_lines[var] = binding
+            elif var in symbol.rebound:
+                symbol.rebound[var].append(binding)
+            elif symbol.locals[var] != type_text:
+                symbol.rebound[var] = [symbol.local_lines[var], binding]
+
+
+# Functions without a name of their own: their parameters are bound only inside them.
+_ANONYMOUS_FUNCTIONS = frozenset({"func_literal", "lambda", "arrow_function", "function_expression", "function",
+                                  "lambda_expression", "closure_expression"})
+
+
+def _closure_end(node: Any, definition: Any) -> int:
+    """Last line of the anonymous function ``node`` is bound in, below ``definition``; 0: none."""
+    parent = node.parent
+    while parent is not None and parent != definition:
+        if parent.type in _ANONYMOUS_FUNCTIONS:
+            return int(parent.end_point.row + 1)
+        parent = parent.parent
+    return 0
 
 
 def _matches(language: str, root: Any) -> list[dict[str, list[Any]]]:

@@ -681,6 +681,27 @@ class ProjectIndex:
             merged.setdefault(name, type_text)
         return merged
 
+    def locals_at(self, path: str, scope: str, line: int, merged: dict[str, str]) -> dict[str, str]:
+        """``merged`` (``locals_for``) with each name bound more than once in ``scope`` or an
+        enclosing function taking the type of its last binding in force at ``line``: made on an
+        earlier line, and not the parameter of an anonymous function that ended before it."""
+        symbols = self.symbols.get(path, {})
+        out: dict[str, str] | None = None
+        prefix, seen = scope, set()
+        while prefix:
+            symbol = symbols.get(prefix)
+            if symbol is not None and symbol.kind not in CLASS_KINDS:
+                for name, bindings in symbol.rebound.items():
+                    if name in seen:
+                        continue
+                    seen.add(name)
+                    before = [type_text for at, type_text, end in bindings if at < line and (not end or line <= end)]
+                    if before and before[-1] != merged.get(name):
+                        out = out if out is not None else dict(merged)
+                        out[name] = before[-1]
+            prefix = prefix.rpartition(".")[0]
+        return merged if out is None else out
+
     def resolve_callee(
         self,
         path: str,
@@ -918,11 +939,12 @@ def build_graph(
             src = symbol_key(path, caller) if caller else fkey
             if caller not in locals_cache:
                 locals_cache[caller] = index.locals_for(path, caller)
-            found = index.resolve_callee(path, caller, call.callee, locals_cache[caller])
+            local_types = index.locals_at(path, caller, call.line, locals_cache[caller])
+            found = index.resolve_callee(path, caller, call.callee, local_types)
             if found is not None and not found.target.is_symbol:
                 found = None  # a module is not callable
             if found is None:
-                found = index.guess_by_name(path, caller, call.callee, locals_cache[caller])
+                found = index.guess_by_name(path, caller, call.callee, local_types)
             if found is None:
                 if not _dropped(family, call.callee):
                     unresolved[src].add(call.callee)

@@ -208,3 +208,35 @@ func (n *node) findPattern(pattern string) bool {
     # Two types define the method: only the variable's type tells which one is called.
     assert (symbol_key("tree.go", "node.findPattern"), symbol_key("tree.go", "node.findEdge")) in calls
     assert (symbol_key("tree.go", "node.findPattern"), symbol_key("tree.go", "nodes.findEdge")) not in calls
+
+
+def test_a_name_bound_again_takes_the_type_in_force_where_it_is_called():
+    """A closure's parameter ``r`` and a later ``r := NewRouter()`` in one function: each call
+    through ``r`` reads the binding in force on its line."""
+    source = b"""package chi
+
+type Mux struct{}
+type Request struct{}
+
+func NewRouter() *Mux { return &Mux{} }
+func (mx *Mux) With(f func(r *Request)) *Mux { return mx }
+func (mx *Mux) Get(pattern string) {}
+func (req *Request) Context() int { return 0 }
+
+func TestMuxWith() {
+	mw := func(r *Request) {
+		r.Context()
+	}
+	r := NewRouter()
+	r.With(func(r *Request) {
+		r.Context()
+	})
+	r.Get("/")
+	_ = mw
+}
+"""
+    graph = build_graph({"mux_test.go": parse_file("mux_test.go", source)})
+    calls = {(r.src, r.dst) for r in graph.rels if r.type is RelType.CALLS}
+    test = symbol_key("mux_test.go", "TestMuxWith")
+    assert {(test, symbol_key("mux_test.go", "Mux.With")), (test, symbol_key("mux_test.go", "Mux.Get")),
+            (test, symbol_key("mux_test.go", "Request.Context")), (test, symbol_key("mux_test.go", "NewRouter"))} <= calls
