@@ -542,3 +542,23 @@ def test_modes_and_bad_requests(answered: tuple[Graphmem, dict]) -> None:
     hostile = gm.query("'; MATCH (n) DETACH DELETE n //", mode="hybrid", k=3)
     assert hostile.mode == "hybrid" and gm.store.counts().total_nodes > 0
 
+
+
+def test_a_kind_the_project_holds_none_of_is_not_asked_for(tmp_path: Path, embedder: Any) -> None:
+    """Over notes without history, "when was the retry policy changed" cannot be answered by a
+    commit: the question asks for no kind, and the note that tells comes back."""
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "retry.md").write_text("# Retry policy\n\nThe retry policy was changed in March to back off "
+                                    "exponentially after the third failure.\n", encoding="utf-8")
+    (notes / "cache.md").write_text("# Cache\n\nEntries expire after ten minutes.\n", encoding="utf-8")
+    gm = Graphmem(Settings(store="embedded", home=tmp_path / "home"), "notes", embedder=embedder, reranker=None)
+    try:
+        gm.ingest(notes)
+        assert not gm.store.counts().nodes.get(NodeKind.COMMIT.value)
+        assert parse_question("When was the retry policy changed?").answer_kinds == (NodeKind.COMMIT,)
+        answer = gm.query("When was the retry policy changed?", mode="hybrid", k=3)
+        assert answer.analysis["answer_kinds"] == []
+        assert "doc:retry.md" in answer.keys
+    finally:
+        gm.close()

@@ -25,7 +25,7 @@ from graphmem.retrieval.fusion import reciprocal_rank_fusion, rrf_k
 from graphmem.retrieval.graph import GraphResult, GraphRetriever
 from graphmem.retrieval.indexes import Indexes
 from graphmem.retrieval.learned import (CandidateSignals, QuestionSignals, apply_floor, demote_subjects, load_model,
-                                       matrix, outside_scope_last, spread_over_files)
+                                       matrix, outside_scope_last, spread_over_files, unanimous_first)
 from graphmem.retrieval.question import Question, parse_question
 from graphmem.stores.base import GraphStore, Path, Step
 
@@ -264,6 +264,11 @@ class Retriever:
         built = checked.result() if checked is not None else None
         sessions = built is not None and bool(built.catalog.by_kind.get(NodeKind.SESSION))
         question = parse_question(text, now or self.now or datetime.now(timezone.utc), sessions=sessions)
+        if built is not None and question.answer_kinds and not any(built.catalog.by_kind.get(kind)
+                                                                   for kind in question.answer_kinds):
+            # A kind the project holds none of ("when was the law changed" over passages, no
+            # commits) asks for nothing the graph can give: the question is read as asking no kind.
+            question.answer_kinds = ()
         cands = Candidates(question, query_vec=query_vec)
         t = time.perf_counter()
         wanted_ids = {cid for hits in chunk_hits.values() for cid, _ in hits}
@@ -349,6 +354,10 @@ class Retriever:
         scores = model.score(matrix(qs, keys, signals), "layer" if qs.layer else "walk")
         by_key = dict(zip(keys, scores.tolist()))
         order = sorted(keys, key=lambda key: (-by_key[key], key))
+        if fusion.unanimous_first and not qs.relations and not qs.directed:
+            # Not for a relationship ("what calls X", "the successor of ADR-21"): there the lists
+            # agree on the end the question names, not on its answer.
+            order = unanimous_first(order, lists)
         order = demote_subjects(order, {key for key in keys if signals[key].subject}, fusion.subject_rank)
         order = apply_floor(order, lists, fusion.floor_top, fusion.floor_rank)
         if fusion.scope_last and cands.graph is not None:
