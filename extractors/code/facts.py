@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 # Bumped whenever parsing changes what it records, so cached facts are not reused across versions.
-FACTS_VERSION = 4
+FACTS_VERSION = 5
 
 CLASS_KINDS = frozenset({"class", "interface", "struct", "enum", "trait", "type"})
 FUNCTION_KINDS = frozenset({"function", "method"})

@@ -296,8 +296,7 @@ class _FileParser:
                 # Overloads and redefinitions share one key; the first keeps the signature.
                 first.extra_ranges.append([symbol.start_line, symbol.end_line])
                 first.bases.extend(b for b in symbol.bases if b not in first.bases)
-                for name, type_text in symbol.locals.items():
-                    first.locals.setdefault(name, type_text)
+                _merge_locals(first, symbol)
                 for name, type_text in symbol.fields.items():
                     first.fields.setdefault(name, type_text)
         # A parent named only by an impl block or Go receiver may live in another file.
@@ -423,6 +422,22 @@ class _FileParser:
                 symbol.rebound[var].append(binding)
             elif symbol.locals[var] != type_text:
                 symbol.rebound[var] = [symbol.local_lines[var], binding]
+
+
+def _merge_locals(first: SymbolFact, other: SymbolFact) -> None:
+    """An overload's parameters and variables into the first definition of its key: a name typed
+    otherwise there is bound again, for the overload's lines only (``SymbolFact.rebound``)."""
+    for name, type_text in other.locals.items():
+        bindings = other.rebound.get(name) or [other.local_lines.get(name, [other.start_line, type_text, 0])]
+        bindings = [[at, text, end or other.end_line] for at, text, end in bindings]
+        if name not in first.locals:
+            first.locals[name] = type_text
+            first.local_lines[name] = bindings[0]
+            if len(bindings) > 1:
+                first.rebound[name] = bindings
+        elif name in first.rebound or any(text != first.locals[name] for _, text, _ in bindings):
+            known = first.rebound.get(name) or [first.local_lines.get(name, [first.start_line, first.locals[name], 0])]
+            first.rebound[name] = sorted(known + bindings, key=lambda b: b[0])
 
 
 # Functions without a name of their own: their parameters are bound only inside them.

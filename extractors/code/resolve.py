@@ -643,6 +643,9 @@ class ProjectIndex:
                 continue
             if parts == ["Self"]:
                 return self_class
+            nested = self._nested_type(self_class, parts) if self_class is not None else None
+            if nested is not None:
+                return nested
             found = self.resolve_parts(path, "", parts, {}, self_class)
             if found is not None and self.is_class(found.target):
                 return found.target
@@ -651,6 +654,19 @@ class ProjectIndex:
             if parts[-1] in _TYPE_WRAPPERS:
                 continue
             return None
+        return None
+
+    def _nested_type(self, owner: Target, parts: list[str]) -> Target | None:
+        """A type named from inside ``owner`` by its simple name: a class nested in ``owner`` or
+        in a class enclosing it (Java's ``Builder`` inside ``AbstractHelpFormatter``)."""
+        symbols = self.symbols.get(owner.path, {})
+        scope = owner.qualname
+        while scope:
+            qualname = ".".join([scope, *parts])
+            symbol = symbols.get(qualname)
+            if symbol is not None and symbol.kind in CLASS_KINDS:
+                return Target(owner.path, qualname)
+            scope = scope.rpartition(".")[0]
         return None
 
     def enclosing_class(self, path: str, scope: str) -> Target | None:

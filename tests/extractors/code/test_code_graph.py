@@ -240,3 +240,40 @@ func TestMuxWith() {
     test = symbol_key("mux_test.go", "TestMuxWith")
     assert {(test, symbol_key("mux_test.go", "Mux.With")), (test, symbol_key("mux_test.go", "Mux.Get")),
             (test, symbol_key("mux_test.go", "Request.Context")), (test, symbol_key("mux_test.go", "NewRouter"))} <= calls
+
+
+def test_java_overloads_and_nested_types_type_their_own_parameters():
+    """Two overloads share one key but each reads its own parameter's type, and a type nested in
+    the enclosing class is named by its simple name (another class defines both methods too)."""
+    options = parse_file("cli/Options.java", b"""package cli;
+public class Options {
+    public java.util.List<String> getOptions() { return null; }
+}
+class Group {
+    public java.util.List<String> getOptions() { return null; }
+    public int getWidth() { return 0; }
+}
+""")
+    formatter = parse_file("cli/help/Formatter.java", b"""package cli.help;
+import cli.Options;
+public class Formatter {
+    public static class Builder {
+        public int getWidth() { return 80; }
+    }
+    private final int width;
+    protected Formatter(final Builder builder) {
+        this.width = builder.getWidth();
+    }
+    public void print(final Iterable<String> options) {
+        options.iterator();
+    }
+    public void print(final Options options) {
+        print(options.getOptions());
+    }
+}
+""")
+    graph = build_graph({"cli/Options.java": options, "cli/help/Formatter.java": formatter})
+    calls = {(r.src, r.dst) for r in graph.rels if r.type is RelType.CALLS}
+    path = "cli/help/Formatter.java"
+    assert (symbol_key(path, "Formatter.print"), symbol_key("cli/Options.java", "Options.getOptions")) in calls
+    assert (symbol_key(path, "Formatter.Formatter"), symbol_key(path, "Formatter.Builder.getWidth")) in calls
