@@ -856,6 +856,11 @@ class ProjectIndex:
         type_text = symbol.fields.get(name)
         if type_text is not None:
             return self.resolve_type(owner.path, type_text, owner)
+        if self.family.get(owner.path) == "go":
+            # An embedded struct is a field named after its type: `f.basicWriter.flush()`.
+            for base in self.bases(owner):
+                if base.qualname.rpartition(".")[2] == name:
+                    return base
         for base in self.bases(owner):
             found = self._field_type(base, name, depth + 1)
             if found is not None:

@@ -277,3 +277,27 @@ public class Formatter {
     path = "cli/help/Formatter.java"
     assert (symbol_key(path, "Formatter.print"), symbol_key("cli/Options.java", "Options.getOptions")) in calls
     assert (symbol_key(path, "Formatter.Formatter"), symbol_key(path, "Formatter.Builder.getWidth")) in calls
+
+
+def test_a_go_embedded_struct_is_a_field_named_after_its_type():
+    source = b"""package middleware
+
+type basicWriter struct{ code int }
+
+func (b *basicWriter) flush() {}
+
+type flushWriter struct {
+	basicWriter
+}
+
+func (f *flushWriter) Flush() {
+	f.basicWriter.flush()
+}
+
+type other struct{}
+
+func (o *other) flush() {}
+"""
+    graph = build_graph({"wrap_writer.go": parse_file("wrap_writer.go", source)})
+    calls = {(r.src, r.dst) for r in graph.rels if r.type is RelType.CALLS}
+    assert (symbol_key("wrap_writer.go", "flushWriter.Flush"), symbol_key("wrap_writer.go", "basicWriter.flush")) in calls
