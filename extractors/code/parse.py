@@ -365,12 +365,20 @@ class _FileParser:
                     self.facts.calls.append(CallFact(caller, callee, kid.start_point.row + 1))
 
     def _enclosing_def(self, node: Any) -> _Def | None:
-        parent = node.parent
-        while parent is not None:
-            found = self.defs.get(parent.id)
+        current = node
+        while current is not None:
+            found = self.defs.get(current.id) if current is not node else None
             if found is not None:
                 return found
-            parent = parent.parent
+            if current.type == "decorator" and current.parent is not None \
+                    and current.parent.type == "decorated_definition":
+                # `@fixture`, `@conan_subcommand()` and `@given(simple_classes())` are calls made
+                # for the definition they decorate: they count as its calls.
+                definition = current.parent.child_by_field_name("definition")
+                found = self.defs.get(definition.id) if definition is not None else None
+                if found is not None:
+                    return found
+            current = current.parent
         return None
 
     def _inherit(self, match: dict[str, list[Any]]) -> None:

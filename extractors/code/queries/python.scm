@@ -12,6 +12,8 @@
 
 ; Call sites.
 (call function: (_) @callee) @call
+; A decorator written without arguments (`@fixture`) is called with the definition it decorates.
+(decorator [(identifier) (attribute)] @callee) @call
 
 ; Type facts: variable -> declared type (@bind.type) or the call that produced it (@bind.call).
 (assignment left: [(identifier) (attribute)] @bind.var type: (type) @bind.type)

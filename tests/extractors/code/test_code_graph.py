@@ -301,3 +301,33 @@ func (o *other) flush() {}
     graph = build_graph({"wrap_writer.go": parse_file("wrap_writer.go", source)})
     calls = {(r.src, r.dst) for r in graph.rels if r.type is RelType.CALLS}
     assert (symbol_key("wrap_writer.go", "flushWriter.Flush"), symbol_key("wrap_writer.go", "basicWriter.flush")) in calls
+
+
+def test_a_python_decorator_is_called_for_the_definition_it_decorates():
+    helpers = parse_file("pkg/cli.py", b"def subcommand(**kw):\n    return lambda f: f\n\n\ndef fixture(f):\n    return f\n\n\ndef classes():\n    return []\n")
+    commands = parse_file("pkg/commands.py", b"""from pkg.cli import subcommand, fixture, classes
+
+
+@subcommand(formatters={})
+def clean(api):
+    pass
+
+
+class TestMake:
+    @fixture
+    def home(self):
+        pass
+
+    @staticmethod
+    @subcommand(strategy=classes())
+    def test_fields():
+        pass
+""")
+    graph = build_graph({"pkg/cli.py": helpers, "pkg/commands.py": commands})
+    calls = {(r.src, r.dst) for r in graph.rels if r.type is RelType.CALLS}
+    cmd, cli = "pkg/commands.py", "pkg/cli.py"
+    assert {(symbol_key(cmd, "clean"), symbol_key(cli, "subcommand")),
+            (symbol_key(cmd, "TestMake.home"), symbol_key(cli, "fixture")),
+            (symbol_key(cmd, "TestMake.test_fields"), symbol_key(cli, "subcommand")),
+            (symbol_key(cmd, "TestMake.test_fields"), symbol_key(cli, "classes"))} <= calls
+    assert not any(src == file_key(cmd) for src, _ in calls)  # none is the module's own call
