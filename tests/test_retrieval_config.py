@@ -32,7 +32,6 @@ from graphmem.retrieval.learned import (
     matrix,
     outside_scope_last,
     spread_over_files,
-    unanimous_first,
 )
 
 
@@ -101,14 +100,6 @@ def test_the_floor_keeps_every_lists_first_candidates_near_the_top() -> None:
     assert apply_floor(order, {"bm25": ["a"]}, top=1, rank=5) == order  # nothing to move
     two = apply_floor(order, lists, top=2, rank=4)
     assert {"g", "a", "f", "b"} == set(two[:4])
-
-
-def test_a_candidate_every_list_puts_first_is_first() -> None:
-    order = ["b", "a", "c"]
-    assert unanimous_first(order, {"bm25": ["a", "b"], "vector": ["a"], "graph": []}) == ["a", "b", "c"]
-    assert unanimous_first(order, {"bm25": ["a"], "vector": ["c", "a"]}) == order  # the lists disagree
-    assert unanimous_first(order, {"bm25": ["a"], "vector": []}) == order  # one list is no agreement
-    assert unanimous_first(order, {"bm25": ["z"], "vector": ["z"]}) == order  # not among the candidates
 
 
 def test_a_relationships_named_end_stays_out_of_the_first_places() -> None:

@@ -182,10 +182,6 @@ class FusionConfig:
     # for every candidate of its file above it (0: off).
     file_spread: int = 2
     spread_window: int = 15
-    # Learned, for a question that reads no relationship: a candidate every list that found
-    # anything puts first is first. The ranker's corrections for over-trusted first places must not
-    # add up against a unanimous one.
-    unanimous_first: bool = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "weights", _frozen_map(self.weights))

@@ -25,7 +25,7 @@ from graphmem.retrieval.fusion import reciprocal_rank_fusion, rrf_k
 from graphmem.retrieval.graph import GraphResult, GraphRetriever
 from graphmem.retrieval.indexes import Indexes
 from graphmem.retrieval.learned import (CandidateSignals, QuestionSignals, apply_floor, demote_subjects, load_model,
-                                       matrix, outside_scope_last, spread_over_files, unanimous_first)
+                                       matrix, outside_scope_last, spread_over_files)
 from graphmem.retrieval.question import Question, parse_question
 from graphmem.stores.base import GraphStore, Path, Step
 
@@ -354,10 +354,6 @@ class Retriever:
         scores = model.score(matrix(qs, keys, signals), "layer" if qs.layer else "walk")
         by_key = dict(zip(keys, scores.tolist()))
         order = sorted(keys, key=lambda key: (-by_key[key], key))
-        if fusion.unanimous_first and not qs.relations and not qs.directed:
-            # Not for a relationship ("what calls X", "the successor of ADR-21"): there the lists
-            # agree on the end the question names, not on its answer.
-            order = unanimous_first(order, lists)
         order = demote_subjects(order, {key for key in keys if signals[key].subject}, fusion.subject_rank)
         order = apply_floor(order, lists, fusion.floor_top, fusion.floor_rank)
         if fusion.scope_last and cands.graph is not None:

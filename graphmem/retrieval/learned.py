@@ -330,16 +330,6 @@ def load_model(spec: str) -> FusionModel:
     return FusionModel.from_dict(data)
 
 
-def unanimous_first(order: list[str], lists: Mapping[str, Sequence[str]]) -> list[str]:
-    """``order`` with the candidate that every non-empty list ranks first (when two or more lists
-    found something and agree) moved to the front."""
-    firsts = {lst[0] for lst in lists.values() if lst}
-    if len(firsts) != 1 or sum(1 for lst in lists.values() if lst) < 2:
-        return order
-    top = next(iter(firsts))
-    return [top] + [key for key in order if key != top] if top in order else order
-
-
 def demote_subjects(order: list[str], subjects: set[str], rank: int) -> list[str]:
     """Keep the question's subjects (the named end of the relationship it asks about: X in "what
     calls X") out of the first ``rank`` places while other candidates remain: a relationship's
