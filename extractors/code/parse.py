@@ -370,11 +370,11 @@ class _FileParser:
             found = self.defs.get(current.id) if current is not node else None
             if found is not None:
                 return found
-            if current.type == "decorator" and current.parent is not None \
-                    and current.parent.type == "decorated_definition":
+            decorated = current.parent if current.type == "decorator" else None
+            if decorated is not None and decorated.type == "decorated_definition":
                 # `@fixture`, `@conan_subcommand()` and `@given(simple_classes())` are calls made
                 # for the definition they decorate: they count as its calls.
-                definition = current.parent.child_by_field_name("definition")
+                definition = decorated.child_by_field_name("definition")
                 found = self.defs.get(definition.id) if definition is not None else None
                 if found is not None:
                     return found

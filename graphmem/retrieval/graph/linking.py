@@ -315,7 +315,7 @@ def _framed_as_code(text: str, spans: list[re.Match[str]], words: list[str], quo
     generic = words[i] in _CODE_IN_GENERAL
     after_noun = beside(i - 1, CODE_NOUNS) and not (i >= 2 and words[i - 2] in _ASKING) and not generic
     before_noun = beside(i + 1, CODE_NOUNS) and words[i] not in _DETERMINERS and not generic
-    placed = i + 2 < len(words) and words[i + 2] in _CALL_PLACE or bool(words) and words[0] in _WHERE
+    placed = (i + 2 < len(words) and words[i + 2] in _CALL_PLACE) or (bool(words) and words[0] in _WHERE)
     called_next = ((beside(i + 1, _CALLED) and placed)
                    or (beside(i + 1, _PASSIVE) and i + 2 < len(words) and words[i + 2] in _CALLED))
     subject = not generic and words[i] not in STOP | _DETERMINERS | _PASSIVE | _AUX
