@@ -14,6 +14,7 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from extractors.base import Extraction
 from extractors.code.chunks import file_chunks, symbol_chunks
@@ -697,26 +698,19 @@ class ProjectIndex:
             merged.setdefault(name, type_text)
         return merged
 
-    def locals_at(self, path: str, scope: str, line: int, merged: dict[str, str]) -> dict[str, str]:
-        """``merged`` (``locals_for``) with each name bound more than once in ``scope`` or an
-        enclosing function taking the type of its last binding in force at ``line``: made on an
-        earlier line, and not the parameter of an anonymous function that ended before it."""
+    def rebound_for(self, path: str, scope: str) -> dict[str, list[list[Any]]]:
+        """The names bound more than once in ``scope`` or an enclosing function (the innermost
+        function's bindings of a name), as ``SymbolFact.rebound`` holds them."""
         symbols = self.symbols.get(path, {})
-        out: dict[str, str] | None = None
-        prefix, seen = scope, set()
+        out: dict[str, list[list[Any]]] = {}
+        prefix = scope
         while prefix:
             symbol = symbols.get(prefix)
             if symbol is not None and symbol.kind not in CLASS_KINDS:
                 for name, bindings in symbol.rebound.items():
-                    if name in seen:
-                        continue
-                    seen.add(name)
-                    before = [type_text for at, type_text, end in bindings if at < line and (not end or line <= end)]
-                    if before and before[-1] != merged.get(name):
-                        out = out if out is not None else dict(merged)
-                        out[name] = before[-1]
+                    out.setdefault(name, bindings)
             prefix = prefix.rpartition(".")[0]
-        return merged if out is None else out
+        return out
 
     def resolve_callee(
         self,
@@ -888,6 +882,19 @@ class ProjectIndex:
         return _Found(candidates[0], "unique_name", CONFIDENCE["unique_name"])
 
 
+def locals_at(merged: dict[str, str], rebound: Mapping[str, list[list[Any]]], line: int) -> dict[str, str]:
+    """``merged`` (``ProjectIndex.locals_for``) with each ``rebound`` name taking the type of its last
+    binding in force at ``line``: made on an earlier line, and not the parameter of an anonymous
+    function that ended before it."""
+    out: dict[str, str] | None = None
+    for name, bindings in rebound.items():
+        before = [type_text for at, type_text, end in bindings if at < line and (not end or line <= end)]
+        if before and before[-1] != merged.get(name):
+            out = out if out is not None else dict(merged)
+            out[name] = before[-1]
+    return merged if out is None else out
+
+
 def _python_module_parts(path: str) -> list[str]:
     stem = path[: -len(".pyi")] if path.endswith(".pyi") else path[: -len(".py")]
     parts = stem.split("/")
@@ -954,13 +961,14 @@ def build_graph(
         call_edges: dict[tuple[str, str], list] = {}
         unresolved: dict[str, set[str]] = defaultdict(set)
         symbols = index.symbols[path]
-        locals_cache: dict[str, dict[str, str]] = {}
+        locals_cache: dict[str, tuple[dict[str, str], dict[str, list[list[Any]]]]] = {}
         for call in facts.calls:
             caller = call.caller if call.caller in symbols else ""
             src = symbol_key(path, caller) if caller else fkey
             if caller not in locals_cache:
-                locals_cache[caller] = index.locals_for(path, caller)
-            local_types = index.locals_at(path, caller, call.line, locals_cache[caller])
+                locals_cache[caller] = (index.locals_for(path, caller), index.rebound_for(path, caller))
+            merged, rebound = locals_cache[caller]
+            local_types = locals_at(merged, rebound, call.line) if rebound else merged
             found = index.resolve_callee(path, caller, call.callee, local_types)
             if found is not None and not found.target.is_symbol:
                 found = None  # a module is not callable

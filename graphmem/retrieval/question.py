@@ -23,9 +23,11 @@ _ANSWER_PATTERNS: list[tuple[re.Pattern[str], tuple[NodeKind, ...]]] = [
      (NodeKind.SERVICE,)),
     (re.compile(r"\b(which|what|list|show|find|name)\b[^?.]{0,25}?"
                 r"\b(commits?|changes?|change ?sets?|releases?|versions?)\b(?!-)", re.IGNORECASE), (NodeKind.COMMIT,)),
-    # "when was X added", "when did X go away": the change that did it.
-    (re.compile(r"\bwhen\b[^?.]{0,60}?\b(added|introduced|removed|deleted|renamed|changed|modified|rewritten|"
-                r"first appear\w*|go away|went away|dropped)\b", re.IGNORECASE), (NodeKind.COMMIT,)),
+    # "when was X added", "when did X go away", "when did X last change": the change that did it. A
+    # dot inside a name ("Builder.setHelpAppendable()") ends no sentence.
+    (re.compile(r"\bwhen\b(?:[^?.]|\.(?=\w)){0,60}?\b(added|introduced|removed|deleted|renamed|changed|modified|"
+                r"rewritten|first appear\w*|go away|went away|dropped|last (?:change|edit|touch)\w*)\b", re.IGNORECASE),
+     (NodeKind.COMMIT,)),
     (re.compile(r"\b(which|what|list|show|find|name)\b[^?.]{0,25}?\b(decisions?|adrs?)\b(?!-)", re.IGNORECASE),
      (NodeKind.DECISION,)),
     (re.compile(r"\b(which|what|list|show|find|name)\b[^?.]{0,25}?\b(incidents?|outages?|postmortems?)\b(?!-)",
@@ -433,10 +435,6 @@ _INSIDE_NAME = re.compile(r"\b(?:in|under|within|inside)\s+the\s+[`'\"]?([\w.-]+
                           r"(?:sub)?(?:package|module|director(?:y|ies)|folder)\b", re.IGNORECASE)
 
 
-# "When was X removed", "when did X change", "when has it been modified".
-_WHEN_CHANGED = re.compile(r"\bwhen\s+(?:was|were|did|has|have|had)\b", re.IGNORECASE)
-
-
 def parse_question(text: str, now: datetime | None = None, *, sessions: bool = False) -> Question:
     """Read ``text`` (see the module docstring); ``now`` anchors "last month" and the like;
     ``sessions``: the project holds agent sessions, so "which sessions ..." asks for them."""
@@ -469,9 +467,6 @@ def parse_question(text: str, now: datetime | None = None, *, sessions: bool = F
                 main_types.update(types)
     q.main_rel_types = frozenset(main_types)
     q.directions = _directions(rel_text)
-    if not q.answer_kinds and (history or _LATEST_CHANGE.search(text)) and _WHEN_CHANGED.search(text):
-        # "When was X added / last modified / deleted": the time of a change is its commit's.
-        q.answer_kinds = (NodeKind.COMMIT,)
     if not q.answer_kinds or (q.answer_kinds == _WHO and _WHO_RELATES.search(text)):
         # "what does X call" names no kind, and in "who calls X" the who is code: a directed
         # relationship joins nodes of one kind.
