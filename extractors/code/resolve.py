@@ -12,7 +12,7 @@ import builtins
 import posixpath
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -683,17 +683,22 @@ class ProjectIndex:
             prefix = prefix.rpartition(".")[0]
         return None
 
-    def locals_for(self, path: str, scope: str) -> dict[str, str]:
-        """Variable types visible in ``scope``: its own, enclosing functions', then module-level."""
+    def _functions(self, path: str, scope: str) -> Iterator[SymbolFact]:
+        """The function-like symbols ``scope`` lies in, innermost (``scope`` itself) first."""
         symbols = self.symbols.get(path, {})
-        merged: dict[str, str] = {}
         prefix = scope
         while prefix:
             symbol = symbols.get(prefix)
             if symbol is not None and symbol.kind not in CLASS_KINDS:
-                for name, type_text in symbol.locals.items():
-                    merged.setdefault(name, type_text)
+                yield symbol
             prefix = prefix.rpartition(".")[0]
+
+    def locals_for(self, path: str, scope: str) -> dict[str, str]:
+        """Variable types visible in ``scope``: its own, enclosing functions', then module-level."""
+        merged: dict[str, str] = {}
+        for symbol in self._functions(path, scope):
+            for name, type_text in symbol.locals.items():
+                merged.setdefault(name, type_text)
         for name, type_text in self.files[path].module_vars.items():
             merged.setdefault(name, type_text)
         return merged
@@ -701,15 +706,10 @@ class ProjectIndex:
     def rebound_for(self, path: str, scope: str) -> dict[str, list[list[Any]]]:
         """The names bound more than once in ``scope`` or an enclosing function (the innermost
         function's bindings of a name), as ``SymbolFact.rebound`` holds them."""
-        symbols = self.symbols.get(path, {})
         out: dict[str, list[list[Any]]] = {}
-        prefix = scope
-        while prefix:
-            symbol = symbols.get(prefix)
-            if symbol is not None and symbol.kind not in CLASS_KINDS:
-                for name, bindings in symbol.rebound.items():
-                    out.setdefault(name, bindings)
-            prefix = prefix.rpartition(".")[0]
+        for symbol in self._functions(path, scope):
+            for name, bindings in symbol.rebound.items():
+                out.setdefault(name, bindings)
         return out
 
     def resolve_callee(
