@@ -143,6 +143,9 @@ def test_question_reading_finds_answer_kind_relations_and_ids() -> None:
     fixed = parse_question("Who fixed the incident that hit the notifications service?", REF)
     assert "FIXES" in {t.value for t in fixed.main_rel_types} and "AFFECTED" not in {t.value for t in fixed.main_rel_types}
     assert "AFFECTED" in {t.value for t in fixed.rel_types}
+    # A subordinate clause the question opens with is no part of its main clause.
+    opened = parse_question("If the service behind INC-5 fails again, which services that depend on it are at risk?", REF)
+    assert RelType.AFFECTED in opened.rel_types and not opened.main_rel_types
     # releases are commits; "when was X removed" asks for the change
     for text in ("Which release of h11 removed Connection.foo?", "When was `frozen` added?"):
         assert [k.value for k in parse_question(text, REF).answer_kinds] == ["commit"], text
@@ -445,6 +448,16 @@ def test_the_example_questions_find_their_answers_with_paths(answered: tuple[Gra
                     rels = gm.store.get_relationships([step["src"]])
                     assert any(r.src == step["src"] and r.type.value == step["type"] and r.dst == step["dst"]
                                for r in rels), step
+
+
+@pytest.mark.parametrize("qid", ["org-1", "org-3", "org-5", "org-6"])
+def test_the_example_questions_rank_the_neighbour_in_the_asked_role_first(answered: tuple[Graphmem, dict],
+                                                                          qid: str) -> None:
+    """The dependent service, not the incident's own; the calling service's owner, not the failing
+    one's; the fix's author, not the cause's; the superseding decision, not the superseded."""
+    gm, facts = answered
+    q = next(q for q in facts["questions"] if q["id"] == qid)
+    assert gm.query(q["question"], mode="hybrid", k=5).keys[0] in q["gold"], qid
 
 
 def test_a_described_kind_is_taken_next_to_what_the_question_names(answered: tuple[Graphmem, dict]) -> None:

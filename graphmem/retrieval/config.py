@@ -119,14 +119,27 @@ class WalkConfig:
     hub_degree: int = 60  # past this many relationships a node is a hub (see stores.base.Hub)
     hub_type_limit: int = 15
     unknown_type_weight: float = 0.5
+    # Among the first ``role_depth`` candidates of the asked kind, those playing the role the
+    # question's main clause gives its answer come first (walk._role_order): the dependents of the
+    # incident's service, not that service.
+    role_order: bool = True
+    role_depth: int = 20
+    # A relationship that stands for others the question may name: services DEPENDS_ON each other
+    # because code in one calls or imports code in the other.
+    stands_for: Mapping[str, tuple[str, ...]] = field(
+        default_factory=lambda: {RelType.DEPENDS_ON.value: (RelType.CALLS.value, RelType.IMPORTS.value)})
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "base_weights", _frozen_map(self.base_weights))
+        object.__setattr__(self, "stands_for", MappingProxyType({k: tuple(v) for k, v in self.stands_for.items()}))
+        types = {t.value for t in RelType}
+        odd = sorted((set(self.stands_for) | {t for v in self.stands_for.values() for t in v}) - types)
+        _check(not odd, f"WalkConfig.stands_for: unknown relationship types {odd}")
         unknown = set(self.base_weights) - {t.value for t in RelType}
         _check(not unknown, f"WalkConfig.base_weights: unknown relationship types {sorted(unknown)}")
         _check(all(v >= 0 for v in self.base_weights.values()), "WalkConfig.base_weights must be >= 0")
         _nonneg(self, "emphasis", "iterations", "latest_change_boost", "older_change_factor", "max_depth",
-                "max_nodes", "deep_limit", "hub_degree", "hub_type_limit", "unknown_type_weight")
+                "max_nodes", "deep_limit", "hub_degree", "hub_type_limit", "unknown_type_weight", "role_depth")
         _unit(self, "damping", "off_kind_factor", "against_direction")
 
 

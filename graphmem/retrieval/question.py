@@ -407,10 +407,18 @@ def _directions(text: str) -> dict[RelType, str]:
 _RELATIVE = re.compile(r"\b(that|which|who|whose|where)\b", re.IGNORECASE)
 
 
+# A subordinate clause the question opens with ("If the service behind INC-5 fails again, which
+# services ..."): the question word comes after its comma.
+_OPENING_CLAUSE = re.compile(r"^\s*(?:if|when|whenever|once|after|before|since|because|given|assuming|suppose|"
+                             r"while|although|though|unless)\b[^,?]*,\s*", re.IGNORECASE)
+
+
 def _main_clause(text: str) -> str:
     """The question without its relative clauses: each "that/which/who ..." after the first word
     runs to the next comma or the end ("Who fixed the incident that hit billing?" -> "Who fixed the
-    incident")."""
+    incident"). A subordinate clause the question opens with is no part of it."""
+    if m := _OPENING_CLAUSE.match(text):
+        text = text[m.end():]
     out, pos = [], 0
     for m in _RELATIVE.finditer(text):
         if m.start() < pos or not text[:m.start()].strip():

@@ -150,6 +150,10 @@ def walk(store: GraphStore, cat: Catalog, q: Question, linked: dict[str, Link], 
             scale = config.off_kind_factor * min(asked) / max(others)
             final = {key: v * scale if (cat.nodes.get(key, (None,))[0] not in answer or key in result.subjects)
                      else v for key, v in final.items()}
+    stepped = any(link.reason is LinkReason.STEPPED for link in result.linked.values())
+    if config.role_order and answer and q.main_rel_types and not (stepped or q.asks_removal or q.asks_creation
+                                                                   or q.latest_change):
+        final = _role_order(final, sub, edges, q, cat, result, answer, config)
     top = sorted(final, key=lambda key: (-final[key], key))[:k]
     # Evidence: the cheapest path from a seed, a relationship costing the inverse of its weight,
     # so paths through what the question asks about win over incidental ones.
@@ -296,6 +300,83 @@ def _direct_answers_first(final: dict[str, float], edges: list[Edge], q: Questio
         return final
     scale = config.off_kind_factor * low / high
     return {key: v if key in direct else v * scale for key, v in final.items()}
+
+
+# Links too loose to give the answer a role: a path from these says nothing of it.
+_UNANCHORED = (LinkReason.LEXICAL, LinkReason.FACT, LinkReason.SIMILAR_NAME)
+
+
+def _role_order(final: dict[str, float], sub: _Subgraph, edges: list[Edge], q: Question, cat: Catalog,
+                result: GraphResult, answer: set[NodeKind], config: WalkConfig) -> dict[str, float]:
+    """The answer plays the role the main clause gives it. In "which services depend on a service
+    that had an incident" the incident's own service is one step from the incident, and PageRank
+    ranks it above its dependents; in "who fixed the incident that hit X" the cause's author
+    ranks beside the fix's. Among the first ``role_depth`` candidates of the asked kind, those that
+    play the role come first, then those whose cheapest path from what the question names crosses
+    no other node of its start's kind; PageRank orders each group. Their scores are dealt out again
+    in the new order, so the score stays the order."""
+    anchors = {key: 0.0 for key, link in result.linked.items() if link.reason not in _UNANCHORED}
+    if not anchors:
+        return final  # nothing named: the walk started from text hits, which have no role
+    ranked = sorted(final, key=lambda key: (-final[key], key))
+    cands = [key for key in ranked if cat.nodes.get(key, (None,))[0] in answer and key not in result.subjects
+             and key not in anchors][:config.role_depth]
+    if len(cands) < 2:
+        return final
+    paths = sub.cheapest_paths(anchors, cands)
+    main = {t.value for t in q.main_rel_types}
+    named = {t.value for t in q.rel_types}
+    directions = {t.value: end for t, end in q.directions.items()}
+
+    def stands_for(typ: str) -> set[str]:
+        return {typ, *config.stands_for.get(typ, ())}
+
+    def read(step: Step, toward: str) -> set[str]:
+        """The relationships the question names that a step stands for, walked towards ``toward`` as asked."""
+        return {t for t in stands_for(step.type) & named
+                if t not in directions or (step.src if directions[t] == "src" else step.dst) == toward}
+
+    directed_main = {t for t in main if t in directions}
+    directed_rel = set(directions) - main
+    # What the main clause's directed relationship reaches from the answer: what the question names,
+    # or one step from it ("the service that had INC-7" is one step from INC-7).
+    near = set(anchors) | {e.other for e in edges if e.origin in anchors}
+    players = {(e.step.src if directions[t] == "src" else e.step.dst)
+               for e in edges if e.step.src in near or e.step.dst in near
+               for t in stands_for(e.step.type) & directed_main
+               if (e.step.dst if directions[t] == "src" else e.step.src) in near}
+
+    def tier(key: str) -> tuple[int, int]:
+        path = paths.get(key)
+        if path is None or not path.steps:
+            return (0, 0)
+        if directed_main:
+            # "Which services depend on the service that had INC-7": the answer is at the asked end
+            # of that relationship, whose other end the question names or describes.
+            plays = key in players
+        else:
+            reads = [read(st, path.nodes[i + 1]) for i, st in enumerate(path.steps)]
+            last = path.steps[-1]
+            # No relationship the question names ends the path walked the wrong way; the path
+            # crosses each directed relationship of the relative clauses as asked ("the service
+            # that calls the endpoint that failed": a caller of what failed); and from the node a
+            # relative clause describes ("the incident that hit X") it goes on by the main clause's
+            # relationships, not again by the relative clause's.
+            plays = ((bool(reads[-1]) or not stands_for(last.type) & named)
+                     and directed_rel <= set().union(*reads)
+                     and not (result.linked[path.nodes[0]].reason is LinkReason.DESCRIBED
+                              and any(r and not r & main for r in reads)))
+        # A path through another node of its start's kind (another incident, another commit) is
+        # about that node, not the one the question names.
+        start = cat.nodes.get(path.nodes[0], (None,))[0]
+        own = not any(cat.nodes.get(node, (None,))[0] is start for node in path.nodes[1:-1])
+        return (int(plays), int(own))
+
+    order = sorted(cands, key=lambda key: tier(key), reverse=True)  # stable: PageRank within a tier
+    values = sorted((final[key] for key in cands), reverse=True)
+    for i in range(1, len(values)):  # equal scores would let the key decide again
+        values[i] = min(values[i], values[i - 1] * (1.0 - 1e-9))
+    return {**final, **dict(zip(order, values))}
 
 
 def edge_weights(q: Question, config: WalkConfig | None = None) -> dict[str, float]:

@@ -1,0 +1,74 @@
+"""The answer plays the role the question's main clause gives it, not a neighbour's: the dependent
+of the incident's service, not that service; the fix's author, not the cause's; the owner of the
+calling service, not of the called one."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime, timezone
+
+import pytest
+
+from graphmem.model import Node, Provenance, Relationship, RelType
+from graphmem.retrieval.config import WalkConfig
+from graphmem.retrieval.graph import GraphRetriever
+from graphmem.retrieval.question import parse_question
+from graphmem.stores.embedded import EmbeddedStore
+
+NOW = datetime(2026, 6, 1, tzinfo=timezone.utc)
+CAUSE, FIX = "commit:" + "a1" * 20, "commit:" + "b2" * 20
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedStore]:
+    """Orders (hit by INC-7) is used by checkout and web; orders itself uses stock and mail, and
+    has more relationships than any of them, so a walk from INC-7 reaches it first and most."""
+    st = EmbeddedStore(tmp_path_factory.mktemp("roles"), "roles")
+    prov = Provenance("ops", "test")
+    services = ("orders", "checkout", "web", "stock", "mail")
+    nodes = [Node(f"service:{s}", s, prov) for s in services]
+    nodes += [Node(f"team:{t}", t, prov) for t in ("fulfilment", "storefront", "warehouse")]
+    nodes += [Node("incident:INC-7", "Orders stopped accepting payments", prov,
+                   {"started_at": "2026-05-20T10:00:00Z"}),
+              Node(CAUSE, "Switch the orders queue to batches", prov, {"authored_at": "2026-05-19T09:00:00Z"}),
+              Node(FIX, "Revert batching of the orders queue", prov, {"authored_at": "2026-05-20T12:00:00Z"}),
+              Node("person:ivy@example.dev", "Ivy", prov), Node("person:oz@example.dev", "Oz", prov)]
+    rel = [("service:checkout", RelType.DEPENDS_ON, "service:orders"),
+           ("service:web", RelType.DEPENDS_ON, "service:checkout"),
+           ("service:orders", RelType.DEPENDS_ON, "service:stock"),
+           ("service:orders", RelType.DEPENDS_ON, "service:mail"),
+           ("team:fulfilment", RelType.OWNS, "service:orders"),
+           ("team:storefront", RelType.OWNS, "service:checkout"),
+           ("team:storefront", RelType.OWNS, "service:web"),
+           ("team:warehouse", RelType.OWNS, "service:stock"),
+           ("incident:INC-7", RelType.AFFECTED, "service:orders"),
+           ("incident:INC-7", RelType.CAUSED_BY, CAUSE),
+           ("incident:INC-7", RelType.RESOLVED_BY, FIX),
+           ("person:ivy@example.dev", RelType.AUTHORED, CAUSE),
+           ("person:oz@example.dev", RelType.AUTHORED, FIX)]
+    st.upsert(nodes, [Relationship(s, t, d, prov) for s, t, d in rel], [])
+    yield st
+    st.close()
+
+
+def first(store: EmbeddedStore, text: str, config: WalkConfig | None = None) -> str:
+    hits = GraphRetriever(store, walk_config=config).retrieve(parse_question(text, NOW), k=5).hits
+    return hits[0].key
+
+
+@pytest.mark.parametrize("text, answer", [
+    ("Which services depend on the service that INC-7 hit?", "service:checkout"),
+    ("Which services depend on a service that had an incident in the last month?", "service:checkout"),
+    ("Who fixed INC-7?", "person:oz@example.dev"),
+    ("Who fixed the incident that hit orders?", "person:oz@example.dev"),
+    ("Which team owns the service that calls the service INC-7 hit?", "team:storefront"),
+])
+def test_the_answer_plays_the_role_the_main_clause_asks_for(store: EmbeddedStore, text: str, answer: str) -> None:
+    assert first(store, text) == answer
+
+
+def test_the_role_order_is_a_setting(store: EmbeddedStore) -> None:
+    """Without it the walk's PageRank puts the incident's own service, one step from INC-7, first."""
+    text = "Which services depend on the service that INC-7 hit?"
+    assert first(store, text, WalkConfig(role_order=False)) == "service:orders"
+    assert first(store, text, WalkConfig()) == "service:checkout"
