@@ -146,6 +146,8 @@ def test_question_reading_finds_answer_kind_relations_and_ids() -> None:
     # A subordinate clause the question opens with is no part of its main clause.
     opened = parse_question("If the service behind INC-5 fails again, which services that depend on it are at risk?", REF)
     assert RelType.AFFECTED in opened.rel_types and not opened.main_rel_types
+    asked_when = parse_question("When was `frozen` added, and who wrote it?", REF)  # "when" asks here
+    assert RelType.MODIFIED in asked_when.main_rel_types
     # releases are commits; "when was X removed" asks for the change
     for text in ("Which release of h11 removed Connection.foo?", "When was `frozen` added?"):
         assert [k.value for k in parse_question(text, REF).answer_kinds] == ["commit"], text

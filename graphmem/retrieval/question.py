@@ -408,8 +408,10 @@ _RELATIVE = re.compile(r"\b(that|which|who|whose|where)\b", re.IGNORECASE)
 
 
 # A subordinate clause the question opens with ("If the service behind INC-5 fails again, which
-# services ..."): the question word comes after its comma.
-_OPENING_CLAUSE = re.compile(r"^\s*(?:if|when|whenever|once|after|before|since|because|given|assuming|suppose|"
+# services ..."): the question word comes after its comma. "When was X added, and by whom" asks
+# when: there "when" is the question word.
+_OPENING_CLAUSE = re.compile(r"^\s*(?:if|(?:when|since)(?!\s+(?:is|are|was|were|do|does|did|has|have|had|will|would|"
+                             r"can|could|should)\b)|whenever|once|after|before|because|given|assuming|suppose|"
                              r"while|although|though|unless)\b[^,?]*,\s*", re.IGNORECASE)
 
 
