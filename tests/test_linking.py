@@ -138,6 +138,8 @@ def test_the_projects_own_packages_name_no_symbol(tmp_path) -> None:  # type: ig
     assert top_packages(["src/_pytest/__init__.py", "src/_pytest/config/__init__.py", "src/pytest/__init__.py",
                          "testing/__init__.py", "conans/__init__.py", "setup.py"]) == {"_pytest", "pytest", "conans"}
     assert top_packages(["__init__.py", "core/__init__.py"]) == set()  # the repository root is the package
+    # A monorepo's services are no names of the project.
+    assert top_packages(["services/billing/__init__.py", "libs/python/acme_http/__init__.py"]) == set()
     store = EmbeddedStore(tmp_path, "pytest")
     prov = Provenance("src/_pytest/pytester.py", "test")
     fixture = "sym:src/_pytest/pytester.py::_pytest"

@@ -59,10 +59,13 @@ def file_paths(cat: Catalog) -> list[str]:
 def top_packages(paths: Iterable[str]) -> set[str]:
     """Names of the repository's top-level Python packages outside its tests (``src/_pytest``,
     ``conans``): the names its own code is imported by, so a question naming one names the project
-    ("which functions of _pytest does it call"), not a symbol that happens to share the name."""
+    ("which functions of _pytest does it call"), not a symbol that happens to share the name. Only
+    packages of the two layouts a Python project is published from count, at the root or in
+    ``src/``: a monorepo's ``services/billing`` is the billing service, which a question names."""
     dirs = {p.rpartition("/")[0] for p in paths if p == "__init__.py" or p.endswith("/__init__.py")}
     return {d.rpartition("/")[2] for d in dirs
-            if d and d.rpartition("/")[0] not in dirs and not is_test_path(d + "/__init__.py")}
+            if d and d.rpartition("/")[0] not in dirs and d.rpartition("/")[0] in ("", "src")
+            and not is_test_path(d + "/__init__.py")}
 
 
 def excluded_packages(q: Question, linked: dict[str, Link]) -> set[str]:

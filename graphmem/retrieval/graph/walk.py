@@ -12,7 +12,7 @@ from operator import attrgetter
 import numpy as np
 import scipy.sparse as sp
 
-from graphmem.model import NodeKind, RelType
+from graphmem.model import REL_ENDPOINTS, NodeKind, RelType
 from graphmem.retrieval.config import LinkConfig, WalkConfig
 from graphmem.retrieval.graph.catalog import Catalog
 from graphmem.retrieval.graph.linking import Link, LinkReason, reference_date
@@ -338,9 +338,15 @@ def _role_order(final: dict[str, float], sub: _Subgraph, edges: list[Edge], q: Q
 
     directed_main = {t for t in main if t in directions}
     directed_rel = set(directions) - main
-    # What the main clause's directed relationship reaches from the answer: what the question names,
-    # or one step from it ("the service that had INC-7" is one step from INC-7).
-    near = set(anchors) | {e.other for e in edges if e.origin in anchors}
+    # What the main clause's directed relationship reaches from the answer: what the question names
+    # ("which services call billing"), or, when nothing it names can stand there, what is one step
+    # from it ("which services depend on the service that had INC-7").
+    ends = {kind for typ, (src_kinds, dst_kinds) in REL_ENDPOINTS.items()
+            for t in stands_for(typ.value) & directed_main
+            for kind in (dst_kinds if directions[t] == "src" else src_kinds)}
+    near = set(anchors)
+    if not any(cat.nodes.get(key, (None,))[0] in ends for key in anchors):
+        near |= {e.other for e in edges if e.origin in anchors}
     players = {(e.step.src if directions[t] == "src" else e.step.dst)
                for e in edges if e.step.src in near or e.step.dst in near
                for t in stands_for(e.step.type) & directed_main
