@@ -373,9 +373,13 @@ def _role_order(final: dict[str, float], sub: _Subgraph, edges: list[Edge], q: Q
                      and not (result.linked[path.nodes[0]].reason is LinkReason.DESCRIBED
                               and any(r and not r & main for r in reads)))
         # A path through another node of its start's kind (another incident, another commit) is
-        # about that node, not the one the question names.
+        # about that node, not the one the question names. Without a directed relationship to
+        # place the answer, one through another node of the asked kind reaches that node first,
+        # which answers more directly (the team owning the service before a person owning one of
+        # its files).
         start = cat.nodes.get(path.nodes[0], (None,))[0]
-        own = not any(cat.nodes.get(node, (None,))[0] is start for node in path.nodes[1:-1])
+        crossed = {start} if directed_main else {start, *answer}
+        own = not any(cat.nodes.get(node, (None,))[0] in crossed for node in path.nodes[1:-1])
         return (int(plays), int(own))
 
     order = sorted(cands, key=lambda key: tier(key), reverse=True)  # stable: PageRank within a tier
