@@ -462,6 +462,13 @@ def test_the_example_questions_rank_the_neighbour_in_the_asked_role_first(answer
     assert gm.query(q["question"], mode="hybrid", k=5).keys[0] in q["gold"], qid
 
 
+def test_the_team_owning_a_service_answers_before_a_person_owning_its_files(answered: tuple[Graphmem, dict]) -> None:
+    gm, facts = answered
+    service = facts["incidents"]["incident:INC-042"]["services"][0]
+    answer = gm.query("Who owns the service that had INC-042?", mode="hybrid", k=5)
+    assert answer.keys[0] == facts["services"][service]["team"], answer.keys
+
+
 def test_a_described_kind_is_taken_next_to_what_the_question_names(answered: tuple[Graphmem, dict]) -> None:
     """"The incident that hit the notifications service" is the one AFFECTED links to that service,
     even when a text search found other incidents first."""

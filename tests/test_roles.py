@@ -22,7 +22,8 @@ CAUSE, FIX = "commit:" + "a1" * 20, "commit:" + "b2" * 20
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedStore]:
     """Orders (hit by INC-7) is used by checkout and web; orders itself uses stock and mail, and
-    has more relationships than any of them, so a walk from INC-7 reaches it first and most."""
+    has more relationships than any of them, so a walk from INC-7 reaches it first and most. Kim
+    owns orders' files."""
     st = EmbeddedStore(tmp_path_factory.mktemp("roles"), "roles")
     prov = Provenance("ops", "test")
     services = ("orders", "checkout", "web", "stock", "mail")
@@ -32,7 +33,10 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedStore]:
                    {"started_at": "2026-05-20T10:00:00Z"}),
               Node(CAUSE, "Switch the orders queue to batches", prov, {"authored_at": "2026-05-19T09:00:00Z"}),
               Node(FIX, "Revert batching of the orders queue", prov, {"authored_at": "2026-05-20T12:00:00Z"}),
-              Node("person:ivy@example.dev", "Ivy", prov), Node("person:oz@example.dev", "Oz", prov)]
+              Node("person:ivy@example.dev", "Ivy", prov), Node("person:oz@example.dev", "Oz", prov),
+              Node("person:kim@example.dev", "Kim", prov)]
+    files = [f"file:orders/{name}.py" for name in ("queue", "batch", "retry")]
+    nodes += [Node(f, f[5:], prov) for f in files]
     rel = [("service:checkout", RelType.DEPENDS_ON, "service:orders"),
            ("service:web", RelType.DEPENDS_ON, "service:checkout"),
            ("service:orders", RelType.DEPENDS_ON, "service:stock"),
@@ -46,6 +50,9 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedStore]:
            ("incident:INC-7", RelType.RESOLVED_BY, FIX),
            ("person:ivy@example.dev", RelType.AUTHORED, CAUSE),
            ("person:oz@example.dev", RelType.AUTHORED, FIX)]
+    for f in files:
+        rel += [("service:orders", RelType.CONTAINS, f), ("team:fulfilment", RelType.OWNS, f),
+                ("person:kim@example.dev", RelType.OWNS, f)]
     st.upsert(nodes, [Relationship(s, t, d, prov) for s, t, d in rel], [])
     yield st
     st.close()
@@ -63,6 +70,7 @@ def first(store: EmbeddedStore, text: str, config: WalkConfig | None = None) -> 
     ("Who fixed INC-7?", "person:oz@example.dev"),
     ("Who fixed the incident that hit orders?", "person:oz@example.dev"),
     ("Which team owns the service that calls the service INC-7 hit?", "team:storefront"),
+    ("Who owns the service that INC-7 hit?", "team:fulfilment"),  # not Kim, who owns its files
 ])
 def test_the_answer_plays_the_role_the_main_clause_asks_for(store: EmbeddedStore, text: str, answer: str) -> None:
     assert first(store, text) == answer

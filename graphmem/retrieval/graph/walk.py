@@ -323,7 +323,10 @@ def _role_order(final: dict[str, float], sub: _Subgraph, edges: list[Edge], q: Q
              and key not in anchors][:config.role_depth]
     if len(cands) < 2:
         return final
-    paths = sub.cheapest_paths(anchors, cands)
+    # The node a relative clause describes ("the incident that hit X") is where the main clause
+    # starts; X only led to it.
+    described = {key: 0.0 for key in anchors if result.linked[key].reason is LinkReason.DESCRIBED}
+    paths = sub.cheapest_paths(described or anchors, cands)
     main = {t.value for t in q.main_rel_types}
     named = {t.value for t in q.rel_types}
     directions = {t.value: end for t, end in q.directions.items()}
