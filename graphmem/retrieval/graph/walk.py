@@ -313,8 +313,9 @@ def _role_order(final: dict[str, float], sub: _Subgraph, edges: list[Edge], q: Q
     ranks it above its dependents; in "who fixed the incident that hit X" the cause's author
     ranks beside the fix's. Among the first ``role_depth`` candidates of the asked kind, those that
     play the role come first, then those whose cheapest path from what the question names crosses
-    no other node of its start's kind; PageRank orders each group. Their scores are dealt out again
-    in the new order, so the score stays the order."""
+    no other node of its start's kind (nor, where no directed relationship places the answer, of
+    the asked kind); PageRank orders each group. Their scores are dealt out again in the new order,
+    so the score stays the order."""
     anchors = {key: 0.0 for key, link in result.linked.items() if link.reason not in _UNANCHORED}
     if not anchors:
         return final  # nothing named: the walk started from text hits, which have no role
