@@ -204,12 +204,15 @@ def test_projects_are_isolated(tmp_path: Path, open_gm: Callable[..., Graphmem])
     # Each project's vector index holds its own chunks only, and agrees with an exact scan: the
     # nearest ten up to near-ties (the big project's chunks are hundreds of copies and near-copies,
     # whose cosines differ in the fourth decimal, where an approximate index may swap neighbours),
-    # the rest as an approximate (HNSW) index may, nine in ten of the 50.
+    # the rest as an approximate (HNSW) index may, nine in ten of the 50 as near as the exact 50th.
+    # Among hundreds of copies the exact 50 are one arbitrary choice of equals, so the check is on
+    # how near the neighbours found are, not on which copies they are.
     for gm in (small, big):
         found, exact = gm.indexes.vectors.search(query_vec, 50), gm.indexes.vectors.scan(query_vec, 50)
         assert {cid for cid, _ in found} <= gm.store.chunk_ids()
         assert [s for _, s in found[:10]] == pytest.approx([s for _, s in exact[:10]], abs=2e-3)
-        assert len({cid for cid, _ in found} & {cid for cid, _ in exact}) >= 0.9 * len(exact)
+        assert len(found) == len(exact)
+        assert sum(1 for _, s in found if s >= exact[-1][1] - 2e-3) >= 0.9 * len(exact)
     # Dropping a project drops its vector index.
     name = vector_index_name(big.project)
     big.store.drop_project()
