@@ -351,9 +351,10 @@ def _role_order(final: dict[str, float], sub: _Subgraph, edges: list[Edge], q: Q
     near = set(anchors)
     if not any(cat.nodes.get(key, (None,))[0] in ends for key in anchors):
         near |= {e.other for e in edges if e.origin in anchors}
+    asked = {typ: found for typ in {e.step.type for e in edges} if (found := stands_for(typ) & directed_main)}
     players = {(e.step.src if directions[t] == "src" else e.step.dst)
-               for e in edges if e.step.src in near or e.step.dst in near
-               for t in stands_for(e.step.type) & directed_main
+               for e in edges if e.step.type in asked and (e.step.src in near or e.step.dst in near)
+               for t in asked[e.step.type]
                if (e.step.dst if directions[t] == "src" else e.step.src) in near}
 
     def tier(key: str) -> tuple[int, int]:
