@@ -118,12 +118,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         for mode, items in report["per_question"].items():
             for item in items:
                 q = gold[item["id"]]
-                rows.append({"mode": mode, "repo": manifest.name, "language": manifest.language,
+                rows.append({"mode": mode, "id": item["id"], "repo": manifest.name, "language": manifest.language,
                              "split": manifest.split, "type": q.get("type", "-"),
-                             "metrics": question_metrics(item["keys"], q["gold"])})
+                             "metrics": question_metrics(item["keys"], q["gold"]), "keys": item["keys"]})
         _log(_table(per_repo[manifest.name]["modes"], f"{manifest.name} ({manifest.language}, {manifest.split})"))
     summary = aggregate(rows)
-    out = {"split": args.split, "repos": per_repo, **summary}
+    out = {"split": args.split, "repos": per_repo, **summary,
+           "per_question": [{k: r[k] for k in ("mode", "id", "type", "keys")} | {"mrr": r["metrics"]["mrr"]}
+                            for r in rows]}
     if args.out:
         Path(args.out).mkdir(parents=True, exist_ok=True)
         (Path(args.out) / "realcode.json").write_text(json.dumps(out, indent=1), encoding="utf-8")
