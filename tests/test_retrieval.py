@@ -220,6 +220,34 @@ def test_question_reading_tells_the_verb_depend_from_the_nouns(text: str, end: s
     assert (NodeKind.SERVICE in q.answer_kinds) == (end is not None or "services" in text.lower())
 
 
+@pytest.mark.parametrize("text", [
+    "Which services are affected if billing goes down?",
+    "What breaks if billing fails?",
+    "If the ledger goes down, which services stop working?",
+    "Which services would be impacted when billing is unavailable?",
+    "What would break if I changed parse_date?",
+    "Which call sites break if I change the signature of parse_date?",
+])
+def test_a_question_about_the_reach_of_a_failure_asks_for_dependents(text: str) -> None:
+    """What suffers when the named node fails or changes depends on it (or calls it): no incident's
+    AFFECTED, and a hypothetical change is no history."""
+    q = parse_question(text, REF)
+    assert q.directions.get(RelType.DEPENDS_ON) == "src" and q.directions.get(RelType.CALLS) == "src", q.directions
+    assert {RelType.DEPENDS_ON, RelType.CALLS} <= q.main_rel_types, q.main_rel_types
+    assert RelType.AFFECTED not in q.rel_types and not q.asks_change, q.as_dict()
+    assert NodeKind.COMMIT not in q.answer_kinds and q.answer_kinds, q.answer_kinds
+
+
+@pytest.mark.parametrize("text", [
+    "Which services were affected by INC-042?",
+    "Which services were impacted during the incident in March?",
+    "What failed when the ledger migration was deployed?",
+])
+def test_what_an_incident_affected_is_no_hypothetical(text: str) -> None:
+    q = parse_question(text, REF)
+    assert RelType.AFFECTED in q.rel_types and RelType.DEPENDS_ON not in q.directions, q.as_dict()
+
+
 def test_its_own_is_no_ownership() -> None:
     assert RelType.OWNS not in parse_question("Where is flush used outside its own package?", REF).rel_types
     assert RelType.OWNS not in parse_question("Why does the parser keep their own buffer?", REF).rel_types
@@ -460,6 +488,17 @@ def test_the_example_questions_rank_the_neighbour_in_the_asked_role_first(answer
     gm, facts = answered
     q = next(q for q in facts["questions"] if q["id"] == qid)
     assert gm.query(q["question"], mode="hybrid", k=5).keys[0] in q["gold"], qid
+
+
+def test_what_a_failure_reaches_is_the_services_depending_on_the_failing_one(answered: tuple[Graphmem, dict]) -> None:
+    gm, facts = answered
+    for service, info in facts["services"].items():
+        dependents = {s for s, other in facts["services"].items() if service in other["depends_on"]}
+        if not dependents:
+            continue
+        name = service.split(":", 1)[1]
+        answer = gm.query(f"Which services are affected if {name} goes down?", mode="hybrid", k=5)
+        assert set(answer.keys[:len(dependents)]) == dependents, (service, answer.keys)
 
 
 def test_the_team_owning_a_service_answers_before_a_person_owning_its_files(answered: tuple[Graphmem, dict]) -> None:

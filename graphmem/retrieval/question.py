@@ -73,7 +73,8 @@ _REL_WORDS: list[tuple[re.Pattern[str], tuple[RelType, ...]]] = [
      (RelType.RESOLVED_BY, RelType.FIXES, RelType.AUTHORED)),
     (_DECISION_WORDS, (RelType.DECIDED, RelType.IMPLEMENTS, RelType.REFERENCES)),
     (re.compile(r"\bsupersed|\breplac|\bin force\b|\bobsolete", re.IGNORECASE), (RelType.SUPERSEDES,)),
-    (re.compile(r"\bfail|\bbroke|\bhit\b|\baffect|\boutage", re.IGNORECASE), (RelType.AFFECTED, RelType.CAUSED_BY)),
+    (re.compile(r"\bfail|\bbroke|\bhit\b|\baffect|\bimpact|\boutage", re.IGNORECASE),
+     (RelType.AFFECTED, RelType.CAUSED_BY)),
     (re.compile(r"\bmention|\brefer(s|red|ring|ence|ences|enced|encing)?\b", re.IGNORECASE),
      (RelType.MENTIONS, RelType.REFERENCES)),
     (re.compile(r"\binherit|\bextend(s|ed|ing)?\b|\bsubclass|\bimplements? the interface", re.IGNORECASE),
@@ -406,6 +407,32 @@ def _directions(text: str) -> dict[RelType, str]:
 
 _RELATIVE = re.compile(r"\b(that|which|who|whose|where)\b", re.IGNORECASE)
 
+# A question about the reach of a failure or a change ("which services are affected if billing goes
+# down?", "what breaks if I change parse_date?", "if auth fails, what stops working?"): the answer
+# depends on what the question names, so it is a dependent (a caller, a service depending on it),
+# not what an incident AFFECTED. The condition says what happens to the named node; the asking part
+# says something suffers.
+_CONDITION = re.compile(r"\b(?:if|when|whenever|should|once)\b[^?,;]*?\b(?:go(?:es)?\s+(?:down|away|offline)|is\s+(?:down|"
+                        r"offline|unavailable|removed|deleted|changed|renamed)|fail(?:s|ed)?|crash(?:es|ed)?|breaks?|broke|"
+                        r"(?:chang|remov|delet|renam)(?:e|es|ed))\b", re.IGNORECASE)
+_SUFFERS = re.compile(r"\b(?:affected|impacted|break|breaks|broken|stop(?:s)?\s+working|go\s+down|fail|be\s+hit)\b",
+                      re.IGNORECASE)
+
+
+_IMPACT_RELATIONS = (RelType.DEPENDS_ON, RelType.CALLS, RelType.IMPORTS)
+_IMPACT_KINDS = (NodeKind.SYMBOL, NodeKind.FILE, NodeKind.SERVICE)
+
+
+def _impact_condition(text: str) -> re.Match[str] | None:
+    """The condition of a question that asks what suffers when the node it names fails or changes
+    (see ``_CONDITION``), if it is one."""
+    condition = _CONDITION.search(text)
+    if condition is None or INCIDENT_RE.search(text):
+        return None  # an incident named: what it affected is asked ("which services did INC-5 hit?")
+    rest = text[:condition.start()] + " " + text[condition.end():]
+    return condition if _SUFFERS.search(rest) else None
+
+
 
 # A subordinate clause the question opens with ("If the service behind INC-5 fails again, which
 # services ..."): the question word comes after its comma. "When was X added, and by whom" asks
@@ -450,21 +477,25 @@ def parse_question(text: str, now: datetime | None = None, *, sessions: bool = F
     ``sessions``: the project holds agent sessions, so "which sessions ..." asks for them."""
     now = now or datetime.now(timezone.utc)
     q = Question(text=text)
+    # A hypothetical failure or change ("if I changed X") is no history, asks for no change and
+    # names no relationship: the rest of the question is read without it.
+    impact = _impact_condition(text)
+    read = text if impact is None else text[:impact.start()] + " " * (impact.end() - impact.start()) + text[impact.end():]
     found: list[tuple[int, tuple[NodeKind, ...]]] = []
     for pattern, kinds in _ANSWER_PATTERNS + ([_SESSION_ANSWER] if sessions else []):
-        if m := pattern.search(text):
+        if m := pattern.search(read):
             found.append((m.start(2) if (m.lastindex or 0) >= 2 else m.start(), kinds))
     # The kind word named first is the answer: "which team owns the service ..." asks for a team.
     q.answer_kinds = min(found, key=lambda item: item[0])[1] if found else ()
-    words = _english_words(text)
-    q.words = sum(1 for w in words if w)
+    words = _english_words(read)
+    q.words = sum(1 for w in _english_words(text) if w)
     asks_commit = NodeKind.COMMIT in q.answer_kinds
-    creation = _history_words(words, _CREATION_WORDS, asks_commit) or bool(_APPEARED.search(text))
-    q.asks_removal = _history_words(words, _REMOVAL_WORDS, asks_commit) or bool(_GONE.search(text))
+    creation = _history_words(words, _CREATION_WORDS, asks_commit) or bool(_APPEARED.search(read))
+    q.asks_removal = _history_words(words, _REMOVAL_WORDS, asks_commit) or bool(_GONE.search(read))
     q.asks_change = (_history_words(words, _CHANGE_WORDS, asks_commit) or q.asks_removal) and not creation
     q.asks_creation = creation and not q.asks_removal
     history = q.asks_change or q.asks_creation
-    rel_text = _ASKER_CALLS.sub(lambda m: m.group(0)[:m.start(1) - m.start()] + " " * len(m.group(1)), text)
+    rel_text = _ASKER_CALLS.sub(lambda m: m.group(0)[:m.start(1) - m.start()] + " " * len(m.group(1)), read)
     main = _main_clause(rel_text)
     main_types: set[RelType] = set()
     patterns = (_REL_WORDS + ([_COMING_AND_GOING] if history else [])
@@ -475,9 +506,20 @@ def parse_question(text: str, now: datetime | None = None, *, sessions: bool = F
                 q.rel_types[t] = q.rel_types.get(t, 0.0) + 1.0
             if pattern.search(main):
                 main_types.update(types)
-    q.main_rel_types = frozenset(main_types)
     q.directions = _directions(rel_text)
-    if not q.answer_kinds or (q.answer_kinds == _WHO and _WHO_RELATES.search(text)):
+    if impact is not None:
+        # What suffers depends on, or calls, what fails or changes.
+        main_types -= {RelType.AFFECTED, RelType.CAUSED_BY}
+        for rel in (RelType.AFFECTED, RelType.CAUSED_BY):
+            q.rel_types.pop(rel, None)
+        for rel in _IMPACT_RELATIONS:
+            q.rel_types[rel] = q.rel_types.get(rel, 0.0) + 1.0
+            q.directions[rel] = "src"
+            main_types.add(rel)
+        # "What breaks if ...": what depends on the named node, be it code, a file or a service.
+        q.answer_kinds = q.answer_kinds or _IMPACT_KINDS
+    q.main_rel_types = frozenset(main_types)
+    if impact is None and (not q.answer_kinds or (q.answer_kinds == _WHO and _WHO_RELATES.search(text))):
         # "what does X call" names no kind, and in "who calls X" the who is code: a directed
         # relationship joins nodes of one kind.
         for rel in q.directions:
