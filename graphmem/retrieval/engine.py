@@ -269,6 +269,11 @@ class Retriever:
             # A kind the project holds none of ("when was the law changed" over passages, no
             # commits) asks for nothing the graph can give: the question is read as asking no kind.
             question.answer_kinds = ()
+        if wanted:
+            # The kinds asked for by filter are the answer's: the walk ranks them (it keeps entities,
+            # say, only when they are asked for) instead of losing them to the filter afterwards.
+            question.answer_kinds = (tuple(k for k in question.answer_kinds if k in wanted)
+                                     or tuple(sorted(wanted, key=lambda k: k.value)))
         cands = Candidates(question, query_vec=query_vec)
         t = time.perf_counter()
         wanted_ids = {cid for hits in chunk_hits.values() for cid, _ in hits}
@@ -360,7 +365,10 @@ class Retriever:
             order = outside_scope_last(order, cands.graph.outside, cands.graph.inside)
         if not cands.question.answer_kinds:
             order = spread_over_files(order, fusion.file_spread, fusion.spread_window)
-        return [(key, float(by_key[key])) for key in order]
+        # The rules above move some keys past others: the model's scores are dealt out again in the
+        # final order, so a higher score still means a higher place.
+        dealt = sorted((by_key[key] for key in order), reverse=True)
+        return [(key, float(score)) for key, score in zip(order, dealt)]
 
     def _passages(self, keys: list[str], cands: Candidates, nodes: dict[str, Node],
                   chunks: list[Chunk]) -> dict[str, str]:

@@ -73,7 +73,7 @@ _REL_WORDS: list[tuple[re.Pattern[str], tuple[RelType, ...]]] = [
      (RelType.RESOLVED_BY, RelType.FIXES, RelType.AUTHORED)),
     (_DECISION_WORDS, (RelType.DECIDED, RelType.IMPLEMENTS, RelType.REFERENCES)),
     (re.compile(r"\bsupersed|\breplac|\bin force\b|\bobsolete", re.IGNORECASE), (RelType.SUPERSEDES,)),
-    (re.compile(r"\bfail|\bbroke|\bhit\b|\baffect|\bimpact|\boutage", re.IGNORECASE),
+    (re.compile(r"\bfail|\bbroke|\bhit\b|\baffect|\boutage", re.IGNORECASE),
      (RelType.AFFECTED, RelType.CAUSED_BY)),
     (re.compile(r"\bmention|\brefer(s|red|ring|ence|ences|enced|encing)?\b", re.IGNORECASE),
      (RelType.MENTIONS, RelType.REFERENCES)),
@@ -181,6 +181,8 @@ _ASKS_TYPE = re.compile(r"\b(which|what)\s+(\w+\s+){0,3}(class|classes|type|type
 # X?"): the question is about using X, not about the code that calls it.
 _ASKER_CALLS = re.compile(r"\b(?:do|does|did|should|must|can|could|would|will|shall)\s+(?:I|we|you)\s+"
                           r"(?:(?:\w+\s+){0,6}?to\s+)?(call|invoke)\b", re.IGNORECASE)
+_IN_FORCE = re.compile(r"\bin (?:force|effect)\b|\bcurrent(?:ly)?\b|\bstill (?:valid|appl(?:y|ies)|holds?|stands?)\b",
+                       re.IGNORECASE)
 _FIRST = re.compile(r"\b(first|earliest|oldest)\s+(incident|outage|commit|change|decision|adr)s?\b", re.IGNORECASE)
 _KIND_OF_WORD = {"incident": NodeKind.INCIDENT, "outage": NodeKind.INCIDENT, "commit": NodeKind.COMMIT,
                  "change": NodeKind.COMMIT, "decision": NodeKind.DECISION, "adr": NodeKind.DECISION}
@@ -243,6 +245,9 @@ class Question:
     # "which class has the evolve method", "what type defines Format": the answer is a type, so a
     # method found stands for the type that holds it.
     asks_type: bool = False
+    # "which decision is in force for X", "the current decision on Y": a superseded decision is no
+    # answer (as of the question's reference time, if it names one).
+    asks_in_force: bool = False
     # "the function that calls X": the question's way in is not X but the nodes one directed step
     # from it (here X's callers). The relationship, and which end of it those nodes are.
     step: tuple[RelType, str] | None = None
@@ -274,7 +279,7 @@ class Question:
                 "kind_mentions": [k.value for k in self.kind_mentions], "latest_change": self.latest_change,
                 "asks_change": self.asks_change, "asks_removal": self.asks_removal,
                 "asks_creation": self.asks_creation,
-                "asks_type": self.asks_type,
+                "asks_type": self.asks_type, "asks_in_force": self.asks_in_force,
                 "step": [self.step[0].value, self.step[1]] if self.step else None,
                 "adrs": list(self.adr_numbers), "incidents": list(self.incident_numbers),
                 "tickets": list(self.tickets), "shas": list(self.shas), "time": self.time.as_dict()}
@@ -527,6 +532,7 @@ def parse_question(text: str, now: datetime | None = None, *, sessions: bool = F
             break
     q.latest_change = bool(_LATEST_CHANGE.search(text))
     q.asks_type = bool(_ASKS_TYPE.search(text))
+    q.asks_in_force = NodeKind.DECISION in q.answer_kinds and bool(_IN_FORCE.search(text))
     if m := _RELATIVE_STEP.search(text):
         verb = m.group(3).lower()
         q.step = (RelType.DEPENDS_ON if verb.startswith("depend") else RelType.CALLS, "src")

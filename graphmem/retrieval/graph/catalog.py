@@ -47,6 +47,7 @@ class Catalog:
     by_kind: dict[NodeKind, list[str]] = field(default_factory=dict)
     incidents_by_number: dict[int, str] = field(default_factory=dict)
     root_commits: set[str] = field(default_factory=set)  # commits without parents: they only create
+    merge_commits: set[str] = field(default_factory=set)  # several parents: they bring others' changes in
     titles: list[tuple[str, set[str]]] = field(default_factory=list)  # title words, for fuzzy matching
     fuzzy_names: list[str] = field(default_factory=list)  # one-word names that misspellings may mean
     # When each piece of code began and (if it is gone) ended in the graph, and the commits made at
@@ -81,6 +82,9 @@ class Catalog:
                     cat.by_name.setdefault(words, set()).add(node.key)
             if node.kind is NodeKind.COMMIT and node.props.get("parents") == []:
                 cat.root_commits.add(node.key)
+            parents = node.props.get("parents")
+            if node.kind is NodeKind.COMMIT and isinstance(parents, list) and len(parents) > 1:
+                cat.merge_commits.add(node.key)
             if node.kind is NodeKind.INCIDENT:
                 m = re.search(r"(\d+)$", node.key)
                 if m:

@@ -139,6 +139,13 @@ def walk(store: GraphStore, cat: Catalog, q: Question, linked: dict[str, Link], 
             moment = ended if q.asks_removal else began
             for commit in cat.commits_at.get(moment or "", []):
                 final[commit] = max(final.get(commit, 0.0), top_score * config.latest_change_boost)
+    # "Who last changed X", "which commit last touched X": the newest change to what the question
+    # names is the answer, or that change's author when a person is asked. PageRank alone lets an
+    # author of many older changes nearby outweigh it.
+    if q.latest_change:
+        final = _newest_change_first(final, edges, cat, result, answer)
+    if q.asks_in_force:
+        final = _superseded_last(final, edges, cat, ref_date, config)
     # Nodes of the asked kind come first: the others are scaled below the weakest of them, so
     # the scores still give the order (fusion may read them).
     if answer:
@@ -399,6 +406,79 @@ def edge_weights(q: Question, config: WalkConfig | None = None) -> dict[str, flo
     config = config or WalkConfig()
     emphasis = {t.value: w for t, w in q.rel_types.items()}
     return {t: base * (1.0 + config.emphasis * min(1.0, emphasis.get(t, 0.0))) for t, base in config.base_weights.items()}
+
+
+def _newest_change_first(final: dict[str, float], edges: list[Edge], cat: Catalog, result: GraphResult,
+                         answer: set[NodeKind]) -> dict[str, float]:
+    """``final`` with the newest commit that changed each node the question is about, or its authors
+    when the answer is a person, above every other node (in their own order). What the question
+    is about: the nodes it steps to ("who last changed the caller of X": X's callers), else the
+    ones it names. A merge commit's author brought the change in but did not write it, so a merge
+    is the newest change only when nothing else changed the node."""
+    stepped = {key for key, link in result.linked.items() if link.reason is LinkReason.STEPPED}
+    subjects = stepped or {key for key, link in result.linked.items() if link.named}
+    newest: dict[str, tuple[bool, str, str]] = {}  # subject -> (not a merge, date, commit)
+    authors: dict[str, set[str]] = {}
+    for e in edges:
+        # A change to a class's method changes the class; a root commit only created what it touched.
+        subject = e.step.dst if e.step.dst in subjects else _owner_in(e.step.dst, subjects)
+        if e.step.type in _CHANGE_TYPES and subject is not None and e.step.src not in cat.root_commits:
+            change = (e.step.src not in cat.merge_commits, cat.nodes.get(e.step.src, (None, "", None))[2] or "",
+                      e.step.src)
+            newest[subject] = max(newest.get(subject, change), change)
+        elif e.step.type == RelType.AUTHORED.value:
+            authors.setdefault(e.step.dst, set()).add(e.step.src)
+    if not newest:
+        return final
+    out = dict(final)
+    top = max(final.values(), default=1.0)
+    for _, _, commit in newest.values():
+        picked = ([commit] if not answer or NodeKind.COMMIT in answer else []) + sorted(
+            authors.get(commit, ()) if NodeKind.PERSON in answer else ())
+        for key in picked:
+            out[key] = top + final.get(key, 0.0)
+    return out
+
+
+def _superseded_last(final: dict[str, float], edges: list[Edge], cat: Catalog, ref_date: str | None,
+                     config: WalkConfig) -> dict[str, float]:
+    """``final`` with the decisions not in force at ``ref_date`` (now, without one) moved down.
+
+    A decision superseded by then (by a decision dated at or before ``ref_date``) gives its place
+    to the one that superseded it and follows right after it: it is still what the question's
+    words describe. A decision dated after ``ref_date`` (a text match can bring one in as a seed)
+    did not exist yet and goes below every decision that did."""
+    def dated_by_then(key: str) -> bool:
+        return ref_date is None or (cat.nodes.get(key, (None, "", None))[2] or "") <= ref_date
+
+    out = dict(final)
+    replaced = sorted((e.step.src, e.step.dst) for e in edges
+                      if e.step.type == RelType.SUPERSEDES.value and e.step.dst in final and dated_by_then(e.step.src))
+    for new, old in replaced:
+        top = max(out[old], out.get(new, 0.0))
+        out[new], out[old] = top, top * _JUST_BELOW
+    decisions = {key for key in out if cat.nodes.get(key, (None,))[0] is NodeKind.DECISION}
+    later = {key for key in decisions if not dated_by_then(key)}
+    standing = decisions - later
+    if later and standing and max(out[key] for key in later) >= (low := min(out[key] for key in standing)):
+        scale = config.off_kind_factor * low / max(out[key] for key in later)
+        out = {key: v * scale if key in later else v for key, v in out.items()}
+    return out
+
+
+_JUST_BELOW = 1.0 - 1e-6  # a score just under another one: the order is the only thing it says
+
+
+def _owner_in(key: str, owners: set[str]) -> str | None:
+    """The symbol of ``owners`` that ``key`` (``sym:path::A.b.c``) is a member of, if any."""
+    while key.startswith("sym:") and "." in key.rsplit("::", 1)[-1]:
+        key = key.rsplit(".", 1)[0]
+        if key in owners:
+            return key
+    return None
+
+
+_CHANGE_TYPES = frozenset({RelType.MODIFIED.value, RelType.CHANGED.value})
 
 
 def _latest_change_factors(edges: list[Edge], cat: Catalog, config: WalkConfig) -> dict[tuple[str, str, str], float]:
