@@ -35,12 +35,16 @@ class Context:
     def __init__(self, settings: Settings, *, home_given: bool = False) -> None:
         self.settings = settings
         self.home_given = home_given  # --home or GRAPHMEM_HOME, rather than the default
+        # Whether project() last chose by the home's last-project record alone (neither --project
+        # nor the folder named it): commands that read then say which project, see announce().
+        self.chose_last_used = False
 
     def project(self, default_path: str | Path | None = None) -> str:
         """``--project``, else ``GRAPHMEM_PROJECT``, else (for a command that names no folder) the
         project last ingested from the folder the command runs in or one above it, else the last
         project used in this home, else the name of ``default_path`` (or, for a command that names no
         folder, of the git repository the command runs in, else of the working directory)."""
+        self.chose_last_used = False
         if self.settings.project:
             return self.settings.project
         if default_path is None:
@@ -51,6 +55,7 @@ class Context:
                     return roots[str(folder)]
             remembered = self.settings.home / "last-project"
             if remembered.is_file():
+                self.chose_last_used = True
                 return remembered.read_text(encoding="utf-8").strip()
             from graphmem.registry import repository_root
 
@@ -126,6 +131,13 @@ class Context:
             raise GraphmemError(self.nothing_ingested(project))
         return project
 
+    def announce(self, project: str) -> None:
+        """Name ``project`` in one line on stderr when only the home's last-project chose it: from a
+        folder no project was ingested from, the last project used may be another organisation's or
+        an evaluation's, and its answers or writes must not pass for this folder's."""
+        if self.chose_last_used:
+            click.echo(f"project: {project} (the last one used; --project NAME chooses another)", err=True)
+
     def nothing_ingested(self, project: str) -> str:
         """Why a project has nothing to show, and what to do about it."""
         if self.settings.store == "embedded":
@@ -140,7 +152,8 @@ class Context:
 
     def remember(self, project: str, root: str | Path | None = None) -> None:
         """Record ``project`` as the default for later commands using this home, and as the
-        project of the folder ``root`` (and of every folder inside it)."""
+        project of the folder ``root`` (and of every folder inside it). Only for the user's own
+        ingests (``ingest``, a bootstrap): an evaluation's import must never become the default."""
         home = self.settings.home
         home.mkdir(parents=True, exist_ok=True)
         (home / "last-project").write_text(project + "\n", encoding="utf-8")
@@ -465,6 +478,7 @@ def query(ctx: Context, text: str, mode: str, k: int, kinds: tuple[str, ...], pa
     when = parse_day(as_of, "--as-of")
     day = parse_day(now, "--now")
     gm = ctx.reader(project, bootstrap=bootstrap)
+    ctx.announce(project)
     try:
         answer = gm.query(text, mode=mode, k=k, kinds=list(kinds) or None, path_prefix=path_prefix,
                           now=day, as_of=to_iso(when) if when else None)
@@ -672,10 +686,10 @@ def eval_run(ctx: Context, dataset: str, corpus: Path | None, graph: str, data_r
                                      root=data_root or public.DEFAULT_ROOT)
             except ValueError as exc:
                 raise GraphmemError(str(exc)) from None
-            ctx.remember(project)
         elif corpus is not None:
             gm.ingest(corpus)
-            ctx.remember(project, corpus)
+        # Neither import is remembered (no last-project, no folder record): an evaluation's project
+        # must not become what a later plain `graphmem query` or `memory` command reads.
         extra = {}
         if baselines:
             from eval.plain import PlainBaselines

@@ -978,7 +978,9 @@ def add_lifecycle_commands(group: click.Group, pass_context: Callable[[Any], Any
     import click
 
     def work(ctx: Any, fn: Callable[[Graphmem], Any]) -> Any:
-        gm = ctx.graphmem(ctx.existing_project())
+        project = ctx.existing_project()
+        ctx.announce(project)
+        gm = ctx.graphmem(project)
         try:
             return fn(gm)
         finally:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -153,3 +154,67 @@ def test_a_split_is_for_the_named_datasets_only(tmp_path: Path) -> None:
     out = graphmem("--home", str(tmp_path / "home"), "eval", "run", "--dataset", str(questions), "--split", "test")
     assert out.returncode != 0 and "--split is for the named datasets" in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1  # one line, no traceback
+
+
+# --- first hour: evaluations and the last project used --------------------------------------------
+
+# A MuSiQue-shaped set of three passages and two questions, laid out as `eval run --data` expects.
+TINY_MUSIQUE = {
+    "corpus": [
+        {"title": "Harbour Museum", "text": "The Harbour Museum was founded by the shipwright Ada Lind in 1901."},
+        {"title": "Ada Lind", "text": "Ada Lind was born in the fishing town of Kessel and built schooners."},
+        {"title": "Kessel", "text": "Kessel is a fishing town on the northern coast, known for its lighthouse."},
+    ],
+    "questions": [
+        {"id": "2hop__1_2", "question": "Where was the founder of the Harbour Museum born?",
+         "paragraphs": [{"title": "Harbour Museum", "is_supporting": True},
+                        {"title": "Ada Lind", "is_supporting": True}],
+         "question_decomposition": [{}, {}]},
+        {"id": "2hop__3_4", "question": "What is the birthplace of the shipwright Ada Lind known for?",
+         "paragraphs": [{"title": "Ada Lind", "is_supporting": True}, {"title": "Kessel", "is_supporting": True}],
+         "question_decomposition": [{}, {}]},
+    ],
+}
+
+
+@pytest.fixture(scope="module")
+def tiny_datasets(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A datasets folder holding a tiny MuSiQue sample in the public sample's layout."""
+    root = tmp_path_factory.mktemp("datasets")
+    folder = root / "musique_train_sample"
+    folder.mkdir()
+    texts = {p["title"]: p["text"] for p in TINY_MUSIQUE["corpus"]}
+    (folder / "musique_train_corpus.json").write_text(json.dumps(TINY_MUSIQUE["corpus"]))
+    questions = [{**q, "paragraphs": [{**para, "paragraph_text": texts[para["title"]]} for para in q["paragraphs"]]}
+                 for q in TINY_MUSIQUE["questions"]]
+    (folder / "musique_train.json").write_text(json.dumps(questions))
+    return root
+
+
+def test_an_evaluation_leaves_the_last_project_alone_and_a_fallback_is_named(
+        tmp_path: Path, template_home: Path, tiny_datasets: Path) -> None:
+    home = tmp_path / "home"
+    shutil.copytree(template_home, home)
+    (home / "last-project").write_text("acme\n")  # as `graphmem ingest` of the example leaves it
+    out = graphmem("--home", str(home), "eval", "run", "--dataset", "musique", "--data", str(tiny_datasets),
+                   "--graph", "none", "--modes", "bm25", "--no-baselines", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "musique: 2 questions" in out.stdout and (home / "musique-none" / "graph.sqlite").is_file()
+    assert (home / "last-project").read_text() == "acme\n"
+    assert not (home / "projects.json").exists()
+
+    # From a folder no project was ingested from, the last project used answers: the reader is told.
+    notice = "project: acme (the last one used"
+    asked = graphmem("--home", str(home), "query", "Which commit caused INC-042?", "--mode", "bm25", "-k", "2",
+                     cwd=tmp_path)
+    assert asked.returncode == 0, asked.stderr
+    assert asked.stderr.splitlines()[0].startswith(notice) and " 1. " in asked.stdout
+    listed = graphmem("--home", str(home), "memory", "list", cwd=tmp_path)
+    assert listed.returncode == 0 and listed.stderr.splitlines()[0].startswith(notice), listed.stderr
+    as_json = graphmem("--home", str(home), "query", "INC-042", "--mode", "bm25", "-k", "1", "--json", cwd=tmp_path)
+    assert set(json.loads(as_json.stdout)) == set(json.loads(graphmem(
+        "--home", str(home), "--project", "acme", "query", "INC-042", "--mode", "bm25", "-k", "1", "--json",
+        cwd=tmp_path).stdout))  # the JSON answer keeps its shape
+    named = graphmem("--home", str(home), "--project", "acme", "query", "INC-042", "--mode", "bm25", "-k", "1",
+                     cwd=tmp_path)
+    assert named.returncode == 0 and "the last one used" not in named.stderr
