@@ -627,7 +627,10 @@ def _eval_source() -> None:
 @click.option("--graph", "graph", type=click.Choice(["rules", "openie", "none"]), default="rules", show_default=True,
               help="Named dataset: the entity graph over its passages (openie: MuSiQue's GPT-3.5 triples).")
 @click.option("--data", "data_root", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
-              help="Named dataset: the folder holding the public sets (default: ../shared/datasets).")
+              envvar="GRAPHMEM_DATASETS",
+              help="Named dataset: the folder holding the public sets, each in its own subfolder as published "
+                   "(musique_train_sample/, 2wikimultihopqa/, hotpotqa_train_sample/) "
+                   "[default: $GRAPHMEM_DATASETS, else ../shared/datasets beside this checkout].")
 @click.option("--split", "split", type=click.Choice(["all", "dev", "test"]), default="all", show_default=True,
               help="Named dataset: score only this half of its questions (by a hash of the question id; "
                    "fusion trains on MuSiQue's dev half).")
@@ -667,8 +670,13 @@ def eval_run(ctx: Context, dataset: str, corpus: Path | None, graph: str, data_r
     if not named and split != "all":
         raise GraphmemError(f"--split is for the named datasets ({', '.join(public.NAMES)})")
     if named:
+        root = data_root or public.DEFAULT_ROOT
+        problem = public.missing_files(dataset, root, None if graph == "none" else graph)
+        if problem:
+            raise GraphmemError(f"cannot load {dataset}: {problem}; --data DIR (or GRAPHMEM_DATASETS) names "
+                                "the folder that holds them")
         try:
-            ds = public.load(dataset, data_root or public.DEFAULT_ROOT)
+            ds = public.load(dataset, root)
         except (OSError, ValueError) as exc:
             raise GraphmemError(f"cannot load {dataset}: {exc}") from None
         questions = public.split_questions(ds.questions, split)
@@ -679,25 +687,30 @@ def eval_run(ctx: Context, dataset: str, corpus: Path | None, graph: str, data_r
         questions, label = load_questions(dataset), Path(dataset).name
         project = ctx.project(corpus) if corpus else ctx.project()
     gm = ctx.graphmem(project)
-    try:
-        if named:
-            try:
-                public.import_corpus(gm, ds, graph=None if graph == "none" else graph,
-                                     root=data_root or public.DEFAULT_ROOT)
-            except ValueError as exc:
-                raise GraphmemError(str(exc)) from None
-        elif corpus is not None:
-            gm.ingest(corpus)
-        # Neither import is remembered (no last-project, no folder record): an evaluation's project
-        # must not become what a later plain `graphmem query` or `memory` command reads.
-        extra = {}
-        if baselines:
-            from eval.plain import PlainBaselines
+    # Progress on stderr, also with --json (stdout stays the report): a run takes minutes.
+    with progress_sink(every=5.0) as progress:
+        try:
+            if named:
+                click.echo(f"graphmem: importing {label}: {len(ds.passages)} passages into project {project}",
+                           err=True)
+                try:
+                    public.import_corpus(gm, ds, graph=None if graph == "none" else graph, root=root, sync=False)
+                except ValueError as exc:
+                    raise GraphmemError(str(exc)) from None
+                gm.sync_indexes(progress=progress)
+            elif corpus is not None:
+                gm.ingest(corpus, progress=progress)
+            # Neither import is remembered (no last-project, no folder record): an evaluation's project
+            # must not become what a later plain `graphmem query` or `memory` command reads.
+            extra = {}
+            if baselines:
+                from eval.plain import PlainBaselines
 
-            extra = PlainBaselines(gm).searchers()
-        report = run(gm, questions, wanted, k=k, now=parse_day(now, "--now"), dataset=label, baselines=extra)
-    finally:
-        gm.close()
+                extra = PlainBaselines(gm).searchers()
+            report = run(gm, questions, wanted, k=k, now=parse_day(now, "--now"), dataset=label, baselines=extra,
+                         progress=lambda mode, done, total: progress(f"eval {mode}", done, total))
+        finally:
+            gm.close()
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         (out / "report.json").write_text(json.dumps(report, indent=1), encoding="utf-8")

@@ -218,3 +218,22 @@ def test_an_evaluation_leaves_the_last_project_alone_and_a_fallback_is_named(
     named = graphmem("--home", str(home), "--project", "acme", "query", "INC-042", "--mode", "bm25", "-k", "1",
                      cwd=tmp_path)
     assert named.returncode == 0 and "the last one used" not in named.stderr
+
+
+def test_eval_run_says_where_the_datasets_go_and_reports_progress(tmp_path: Path, tiny_datasets: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for args, env in (([ "--data", str(empty)], {}), ([], {"GRAPHMEM_DATASETS": str(empty)})):
+        out = graphmem("--home", str(tmp_path / "home"), "eval", "run", "--dataset", "musique", *args, env=env)
+        assert out.returncode == 1 and len(out.stderr.strip().splitlines()) == 1, out.stderr
+        for needle in (str(empty), "musique_train_sample/musique_train_corpus.json",
+                       "musique_train_sample/musique_train.json", "--data DIR", "GRAPHMEM_DATASETS"):
+            assert needle in out.stderr, (needle, out.stderr)
+
+    out = graphmem("--home", str(tmp_path / "home"), "eval", "run", "--dataset", "musique", "--graph", "none",
+                   "--modes", "bm25", "--json", env={"GRAPHMEM_DATASETS": str(tiny_datasets)}, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["questions"] == 2  # stdout is the summary alone
+    assert "graphmem: importing musique: 3 passages into project musique-none" in out.stderr
+    for mode in ("bm25", "plain-bm25"):  # each mode's progress ends with its last question
+        assert f"graphmem: eval {mode} 2/2" in out.stderr, out.stderr
