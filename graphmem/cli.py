@@ -21,7 +21,7 @@ import click
 
 from extractors.llm import SOURCE_KINDS as LLM_SOURCE_KINDS
 from graphmem import __version__
-from graphmem.config import INDEX_MODES, STORES, Settings
+from graphmem.config import INDEX_MODES, STORES, Settings, prepare_home
 from graphmem.errors import GraphmemError
 from graphmem.model import NodeKind, check_project, parse_day, project_from_path
 from graphmem.retrieval.config import DEFAULT_MODE, PRESETS
@@ -154,8 +154,7 @@ class Context:
         """Record ``project`` as the default for later commands using this home, and as the
         project of the folder ``root`` (and of every folder inside it). Only for the user's own
         ingests (``ingest``, a bootstrap): an evaluation's import must never become the default."""
-        home = self.settings.home
-        home.mkdir(parents=True, exist_ok=True)
+        home = prepare_home(self.settings.home)
         (home / "last-project").write_text(project + "\n", encoding="utf-8")
         if root is not None:
             roots = self._registry()
