@@ -241,8 +241,12 @@ def json_option(func: F) -> F:
 @click.option("--store", type=click.Choice(STORES), default=None,
               help="Graph store (default: $GRAPHMEM_STORE or embedded).")
 @click.option("--home", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Embedded store directory (default: $GRAPHMEM_HOME or ./.graphmem).")
-@click.option("--project", default=None, help="Project name (default: the ingested folder's name).")
+              help="Embedded store directory (default: $GRAPHMEM_HOME, else the nearest .graphmem in the "
+                   "working folder or above it, as git finds .git, else ./.graphmem).")
+@click.option("--project", default=None,
+              help="Project name (default: $GRAPHMEM_PROJECT; for ingest, the folder's name; for other commands, "
+                   "the project ingested from the working folder or one above it, else the last one used, else "
+                   "the name of the git repository you are in).")
 @click.option("--index", type=click.Choice(INDEX_MODES), default=None,
               help="Where BM25 and vectors are served from: local files, or Neo4j's own indexes "
                    "(neo4j store only; default: $GRAPHMEM_INDEX or local).")

@@ -111,6 +111,20 @@ def test_every_command_is_documented_in_the_readme() -> None:
         assert f"graphmem {name}" in readme or f"graphmem --store neo4j {name}" in readme, name
 
 
+def test_the_help_gives_the_readmes_rules_for_home_and_project() -> None:
+    out = graphmem("--help")
+    assert out.returncode == 0, out.stderr
+    text, readme = " ".join(out.stdout.split()), " ".join((REPO / "README.md").read_text().split())
+    # --home is searched for upward, as git finds .git; ./.graphmem is only the last resort.
+    assert "the nearest .graphmem in the working folder or above it, as git finds .git, else ./.graphmem" in text
+    assert "the nearest `.graphmem` in the working folder or above it, as git finds `.git`, else `./.graphmem`" \
+        in readme
+    rule = ("the project ingested from {} or one above it, else the last one used, else the name of the git "
+            "repository you are in")
+    assert rule.format("the working folder") in text and rule.format("the folder you are in") in readme
+    assert "$GRAPHMEM_PROJECT" in text and "`GRAPHMEM_PROJECT`" in readme
+
+
 def test_reading_a_project_that_was_never_ingested_is_an_error(tmp_path: Path, example_org: tuple) -> None:
     home = tmp_path / "home"
     for args in (("query", "Which commit caused INC-042?"), ("status",), ("doctor",)):
