@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -123,6 +124,66 @@ def test_the_help_gives_the_readmes_rules_for_home_and_project() -> None:
             "repository you are in")
     assert rule.format("the working folder") in text and rule.format("the folder you are in") in readme
     assert "$GRAPHMEM_PROJECT" in text and "`GRAPHMEM_PROJECT`" in readme
+
+
+def test_the_readme_gives_the_install_size_bootstrap_announces() -> None:
+    said = re.search(r"about (\d+) MB to download", (REPO / "scripts" / "bootstrap").read_text())
+    assert said, "scripts/bootstrap no longer announces its download size"
+    readme = " ".join((REPO / "README.md").read_text().split())
+    install = readme[readme.index("`scripts/bootstrap` (which `scripts/demo` runs) installs graphmem"):][:400]
+    assert f"about {said[1]} MB to download" in install, install
+    assert "about 1 GB" in install and "0.8 GB" not in install  # a fresh .venv measured 964 MB
+
+
+def test_the_readmes_cypher_commands_name_the_neo4j_store() -> None:
+    # `graphmem cypher` refuses the default (embedded) store: a command copied from the README must run.
+    lines = [line.strip() for line in (REPO / "README.md").read_text().splitlines()]
+    commands = [line for line in lines if line.startswith("graphmem ") and " cypher " in f"{line} "]
+    assert len(commands) >= 5
+    assert not [line for line in commands if "--store neo4j" not in line]
+
+
+def test_the_readmes_mcp_tables_name_each_tools_arguments(tmp_path: Path) -> None:
+    import asyncio
+
+    from mcp import Client
+
+    from graphmem.config import Settings
+    from graphmem.mcp_server import Service, build_server
+
+    async def schemas() -> dict[str, dict]:
+        service = Service(Settings(store="embedded", home=tmp_path / "home"), "demo")
+        async with Client(build_server(service)) as client:
+            return {t.name: t.input_schema for t in (await client.list_tools()).tools}
+
+    rows = {}
+    for line in (REPO / "README.md").read_text().splitlines():
+        if line.startswith("| `"):
+            for name in line.split("|")[1].replace("`", " ").replace("/", " ").split():
+                rows.setdefault(name, line)
+    tools = asyncio.run(schemas())
+    own = {"search", "explain", "get_node", "neighbors", "cypher", "ingest", "status"}  # mcp_server.py's
+    assert own <= set(tools)
+    for name, schema in tools.items():
+        assert name in rows, f"the README's MCP tables leave out {name}"
+        cells = rows[name].split("|")
+        named = set(re.findall(r"`([a-z_]+)`", "|".join(cells[2:])))
+        bold = set(re.findall(r"\*\*`([a-z_]+)`\*\*", "|".join(cells[2:])))
+        required = set(schema.get("required", []))
+        assert required <= bold, (name, required - bold)  # required arguments, marked as such
+        if name in own:  # one row each, with every argument
+            assert set(schema.get("properties", {})) <= named, (name, set(schema["properties"]) - named)
+            assert bold == required, (name, bold ^ required)
+
+
+def test_the_readmes_layout_lists_every_script_and_the_notebooks() -> None:
+    readme = (REPO / "README.md").read_text()
+    layout = readme[readme.index("## Layout"):]
+    scripts = next(line for line in layout.splitlines() if line.startswith("| `scripts/` |"))
+    for path in sorted((REPO / "scripts").iterdir()):
+        assert f"`{path.name}{'/' if path.is_dir() else ''}`" in scripts, path.name
+    if (REPO / "notebooks").is_dir():
+        assert "\n| `notebooks/` |" in layout
 
 
 def test_reading_a_project_that_was_never_ingested_is_an_error(tmp_path: Path, example_org: tuple) -> None:
