@@ -742,7 +742,7 @@ def eval_run(ctx: Context, dataset: str, corpus: Path | None, graph: str, data_r
 def eval_compare(baseline: Path, candidate: Path, tolerance: float, as_json: bool) -> None:
     """Compare two report.json files (A = BASELINE, B = CANDIDATE); exit 1 when anything regressed."""
     _eval_source()
-    from eval.report import compare, format_compare
+    from eval.report import compare, format_compare, mismatch
 
     reports = []
     for path in (baseline, candidate):
@@ -753,6 +753,8 @@ def eval_compare(baseline: Path, candidate: Path, tolerance: float, as_json: boo
         if not isinstance(data, dict) or not isinstance(data.get("modes"), dict):
             raise GraphmemError(f"{path}: not an eval report (no 'modes'; use the report.json of `eval run --out`)")
         reports.append(data)
+    for reason in mismatch(reports[0], reports[1]):  # compared all the same, but the figures may not mean much
+        click.echo(f"graphmem: warning: {reason}", err=True)
     result = compare(reports[0], reports[1], tolerance=tolerance)
     click.echo(json.dumps(result, indent=2) if as_json else format_compare(result))
     if result["regressed"]:
