@@ -53,6 +53,12 @@ GENERIC_ENTITY_TYPE = "concept"
 # passage does not spell is not written.
 OPENIE_GROUND_NAMES = True
 OPENIE_FILE = "openie_musique_train_results_ner_gpt-3.5-turbo-1106_1890.json"
+# What each set is read from, relative to the datasets folder: (passages, questions).
+LAYOUT = {
+    "2wiki": ("2wikimultihopqa/2wikimultihopqa_corpus.json", "2wikimultihopqa/2wikimultihopqa_first37.json"),
+    "musique": ("musique_train_sample/musique_train_corpus.json", "musique_train_sample/musique_train.json"),
+    "hotpotqa": ("hotpotqa_train_sample/hotpotqa_train_corpus.json", "hotpotqa_train_sample/hotpotqa_train.json"),
+}
 _SLUG_MAX = 80
 
 
@@ -147,11 +153,11 @@ def _read(path: Path) -> Any:
 
 
 def _load_2wiki(root: Path) -> Dataset:
-    folder = root / "2wikimultihopqa"
-    passages = assign_ids((p["title"], p["text"]) for p in _read(folder / "2wikimultihopqa_corpus.json"))
+    corpus, asked = (root / p for p in LAYOUT["2wiki"])
+    passages = assign_ids((p["title"], p["text"]) for p in _read(corpus))
     by_title = {p.title: p for p in passages}  # titles are unique (SOURCE.md); checked by ``check``
     questions, unresolved = [], []
-    for item in _read(folder / "2wikimultihopqa_first37.json"):
+    for item in _read(asked):
         titles = list(dict.fromkeys(t for t, _ in item["supporting_facts"]))
         unresolved += [f"{item['_id']}: {t}" for t in titles if t not in by_title]
         gold = [by_title[t].key for t in titles if t in by_title]
@@ -162,12 +168,12 @@ def _load_2wiki(root: Path) -> Dataset:
 
 
 def _load_musique(root: Path) -> Dataset:
-    folder = root / "musique_train_sample"
-    passages = assign_ids((p["title"], p["text"]) for p in _read(folder / "musique_train_corpus.json"))
+    corpus, asked = (root / p for p in LAYOUT["musique"])
+    passages = assign_ids((p["title"], p["text"]) for p in _read(corpus))
     # Titles repeat in MuSiQue, so a supporting paragraph is matched on title and text together.
     by_content = {(p.title, p.text): p for p in passages}
     questions, unresolved = [], []
-    for item in _read(folder / "musique_train.json"):
+    for item in _read(asked):
         gold = []
         for para in item["paragraphs"]:
             if not para["is_supporting"]:
@@ -184,13 +190,13 @@ def _load_musique(root: Path) -> Dataset:
 
 
 def _load_hotpotqa(root: Path) -> Dataset:
-    folder = root / "hotpotqa_train_sample"
+    corpus_file, asked = (root / p for p in LAYOUT["hotpotqa"])
     # The corpus is {title: [sentence, ...]}; sentences after the first carry their leading space.
-    corpus = _read(folder / "hotpotqa_train_corpus.json")
+    corpus = _read(corpus_file)
     passages = assign_ids((title, "".join(sents).strip()) for title, sents in corpus.items())
     by_title = {p.title: p for p in passages}
     questions, unresolved = [], []
-    for item in _read(folder / "hotpotqa_train.json"):
+    for item in _read(asked):
         titles = list(dict.fromkeys(t for t, _ in item["supporting_facts"]))
         unresolved += [f"{item['_id']}: {t}" for t in titles if t not in by_title]
         questions.append({"id": item["_id"], "question": item["question"],
@@ -202,14 +208,35 @@ def _load_hotpotqa(root: Path) -> Dataset:
 _LOADERS = {"2wiki": _load_2wiki, "musique": _load_musique, "hotpotqa": _load_hotpotqa}
 
 
+def expected_files(name: str, graph: str | None = None) -> tuple[str, ...]:
+    """The files set ``name`` is read from, relative to the datasets folder (with ``graph="openie"``,
+    MuSiQue's OpenIE triples too)."""
+    if name not in LAYOUT:
+        raise ValueError(f"unknown dataset {name!r}; choose from {', '.join(NAMES)}")
+    extra = (f"musique_train_sample/{OPENIE_FILE}",) if graph == "openie" and name == "musique" else ()
+    return (*LAYOUT[name], *extra)
+
+
+def missing_files(name: str, root: Path | str, graph: str | None = None) -> str | None:
+    """Why ``root`` cannot give set ``name`` (the folder, or which expected files are not in it),
+    or ``None`` when it can."""
+    root = Path(root)
+    files = expected_files(name, graph)
+    if not root.is_dir():
+        return f"dataset folder not found: {root} (it should hold {', '.join(files)})"
+    missing = [f for f in files if not (root / f).is_file()]
+    return f"{root} lacks {', '.join(missing)} (the layout of the public samples)" if missing else None
+
+
 def load(name: str, root: Path | str = DEFAULT_ROOT) -> Dataset:
-    """One of ``2wiki``, ``musique``, ``hotpotqa`` from ``root`` (default ``<repo>/../shared/datasets``)."""
+    """One of ``2wiki``, ``musique``, ``hotpotqa`` from ``root`` (default ``<repo>/../shared/datasets``;
+    :data:`LAYOUT` says which files under it)."""
     if name not in _LOADERS:
         raise ValueError(f"unknown dataset {name!r}; choose from {', '.join(NAMES)}")
-    root = Path(root)
-    if not root.is_dir():
-        raise FileNotFoundError(f"dataset folder not found: {root}")
-    return _LOADERS[name](root)
+    problem = missing_files(name, root)
+    if problem:
+        raise FileNotFoundError(problem)
+    return _LOADERS[name](Path(root))
 
 
 def write_questions(dataset: Dataset, path: Path | str) -> Path:

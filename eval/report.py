@@ -181,6 +181,29 @@ def compare(a: dict[str, Any], b: dict[str, Any], *, tolerance: float = 0.01) ->
     return out
 
 
+def _question_ids(report: dict[str, Any]) -> set[str] | None:
+    """The ids of the questions a report scored (from its per-question results), or ``None``."""
+    per_mode = report.get("per_question") or {}
+    rows = next(iter(per_mode.values()), None) if isinstance(per_mode, dict) else None
+    return {str(q.get("id")) for q in rows} if isinstance(rows, list) else None
+
+
+def mismatch(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    """Why reports A and B may not measure the same thing: another dataset (or split), or another
+    set of questions. Empty when they agree; :func:`compare` compares them either way."""
+    reasons = []
+    if a.get("dataset") != b.get("dataset"):
+        reasons.append(f"the datasets differ: A is {a.get('dataset')!r}, B is {b.get('dataset')!r}")
+    ids_a, ids_b = _question_ids(a), _question_ids(b)
+    if ids_a is not None and ids_b is not None:
+        if ids_a != ids_b:
+            reasons.append(f"the question sets differ: {len(ids_a - ids_b)} question(s) only in A, "
+                           f"{len(ids_b - ids_a)} only in B")
+    elif a.get("questions") != b.get("questions"):
+        reasons.append(f"the question counts differ: {a.get('questions')} in A, {b.get('questions')} in B")
+    return reasons
+
+
 def format_compare(result: dict[str, Any], *, max_ids: int = 12) -> str:
     """A compact text table of :func:`compare`'s result, one row per mode and metric."""
     da, db = result.get("dataset", [None, None])

@@ -27,7 +27,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from graphmem.config import Settings
+from graphmem.config import Settings, prepare_home
 from graphmem.model import check_project
 from graphmem.stores.base import INCOMPLETE
 from graphmem.retrieval.config import DEFAULT_MODE, RetrievalConfig
@@ -164,6 +164,7 @@ class Graphmem:
         use_llm = self.settings.llm.configured if llm is None else llm
         if use_llm:
             self.settings.llm.require()
+        prepare_home(self.settings.home)  # caches and indexes go there whichever the store
         replay = self.settings.replay if replay is None else replay
         replayed = replay_history(path, self.store, cache_dir=self.cache_dir, points=replay,
                                   progress=progress) if replay else []
@@ -195,6 +196,7 @@ class Graphmem:
 
         The work happens on a fork of the indexes (loaded apart, same embedder), swapped in when
         saved: queries from other threads meanwhile never see an index half updated."""
+        prepare_home(self.settings.home)
         fork = self.indexes.fork()
         report = fork.sync(self.store, progress=progress, full=full)
         self.indexes.adopt(fork)

@@ -21,7 +21,7 @@ import click
 
 from extractors.llm import SOURCE_KINDS as LLM_SOURCE_KINDS
 from graphmem import __version__
-from graphmem.config import INDEX_MODES, STORES, Settings
+from graphmem.config import INDEX_MODES, STORES, Settings, prepare_home
 from graphmem.errors import GraphmemError
 from graphmem.model import NodeKind, check_project, parse_day, project_from_path
 from graphmem.retrieval.config import DEFAULT_MODE, PRESETS
@@ -35,12 +35,16 @@ class Context:
     def __init__(self, settings: Settings, *, home_given: bool = False) -> None:
         self.settings = settings
         self.home_given = home_given  # --home or GRAPHMEM_HOME, rather than the default
+        # Whether project() last chose by the home's last-project record alone (neither --project
+        # nor the folder named it): commands that read then say which project, see announce().
+        self.chose_last_used = False
 
     def project(self, default_path: str | Path | None = None) -> str:
         """``--project``, else ``GRAPHMEM_PROJECT``, else (for a command that names no folder) the
         project last ingested from the folder the command runs in or one above it, else the last
         project used in this home, else the name of ``default_path`` (or, for a command that names no
         folder, of the git repository the command runs in, else of the working directory)."""
+        self.chose_last_used = False
         if self.settings.project:
             return self.settings.project
         if default_path is None:
@@ -51,6 +55,7 @@ class Context:
                     return roots[str(folder)]
             remembered = self.settings.home / "last-project"
             if remembered.is_file():
+                self.chose_last_used = True
                 return remembered.read_text(encoding="utf-8").strip()
             from graphmem.registry import repository_root
 
@@ -126,6 +131,13 @@ class Context:
             raise GraphmemError(self.nothing_ingested(project))
         return project
 
+    def announce(self, project: str) -> None:
+        """Name ``project`` in one line on stderr when only the home's last-project chose it: from a
+        folder no project was ingested from, the last project used may be another organisation's or
+        an evaluation's, and its answers or writes must not pass for this folder's."""
+        if self.chose_last_used:
+            click.echo(f"project: {project} (the last one used; --project NAME chooses another)", err=True)
+
     def nothing_ingested(self, project: str) -> str:
         """Why a project has nothing to show, and what to do about it."""
         if self.settings.store == "embedded":
@@ -140,9 +152,9 @@ class Context:
 
     def remember(self, project: str, root: str | Path | None = None) -> None:
         """Record ``project`` as the default for later commands using this home, and as the
-        project of the folder ``root`` (and of every folder inside it)."""
-        home = self.settings.home
-        home.mkdir(parents=True, exist_ok=True)
+        project of the folder ``root`` (and of every folder inside it). Only for the user's own
+        ingests (``ingest``, a bootstrap): an evaluation's import must never become the default."""
+        home = prepare_home(self.settings.home)
         (home / "last-project").write_text(project + "\n", encoding="utf-8")
         if root is not None:
             roots = self._registry()
@@ -229,8 +241,12 @@ def json_option(func: F) -> F:
 @click.option("--store", type=click.Choice(STORES), default=None,
               help="Graph store (default: $GRAPHMEM_STORE or embedded).")
 @click.option("--home", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Embedded store directory (default: $GRAPHMEM_HOME or ./.graphmem).")
-@click.option("--project", default=None, help="Project name (default: the ingested folder's name).")
+              help="Embedded store directory (default: $GRAPHMEM_HOME, else the nearest .graphmem in the "
+                   "working folder or above it, as git finds .git, else ./.graphmem).")
+@click.option("--project", default=None,
+              help="Project name (default: $GRAPHMEM_PROJECT; for ingest, the folder's name; for other commands, "
+                   "the project ingested from the working folder or one above it, else the last one used, else "
+                   "the name of the git repository you are in).")
 @click.option("--index", type=click.Choice(INDEX_MODES), default=None,
               help="Where BM25 and vectors are served from: local files, or Neo4j's own indexes "
                    "(neo4j store only; default: $GRAPHMEM_INDEX or local).")
@@ -465,6 +481,7 @@ def query(ctx: Context, text: str, mode: str, k: int, kinds: tuple[str, ...], pa
     when = parse_day(as_of, "--as-of")
     day = parse_day(now, "--now")
     gm = ctx.reader(project, bootstrap=bootstrap)
+    ctx.announce(project)
     try:
         answer = gm.query(text, mode=mode, k=k, kinds=list(kinds) or None, path_prefix=path_prefix,
                           now=day, as_of=to_iso(when) if when else None)
@@ -613,7 +630,10 @@ def _eval_source() -> None:
 @click.option("--graph", "graph", type=click.Choice(["rules", "openie", "none"]), default="rules", show_default=True,
               help="Named dataset: the entity graph over its passages (openie: MuSiQue's GPT-3.5 triples).")
 @click.option("--data", "data_root", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
-              help="Named dataset: the folder holding the public sets (default: ../shared/datasets).")
+              envvar="GRAPHMEM_DATASETS",
+              help="Named dataset: the folder holding the public sets, each in its own subfolder as published "
+                   "(musique_train_sample/, 2wikimultihopqa/, hotpotqa_train_sample/) "
+                   "[default: $GRAPHMEM_DATASETS, else ../shared/datasets beside this checkout].")
 @click.option("--split", "split", type=click.Choice(["all", "dev", "test"]), default="all", show_default=True,
               help="Named dataset: score only this half of its questions (by a hash of the question id; "
                    "fusion trains on MuSiQue's dev half).")
@@ -653,8 +673,13 @@ def eval_run(ctx: Context, dataset: str, corpus: Path | None, graph: str, data_r
     if not named and split != "all":
         raise GraphmemError(f"--split is for the named datasets ({', '.join(public.NAMES)})")
     if named:
+        root = data_root or public.DEFAULT_ROOT
+        problem = public.missing_files(dataset, root, None if graph == "none" else graph)
+        if problem:
+            raise GraphmemError(f"cannot load {dataset}: {problem}; --data DIR (or GRAPHMEM_DATASETS) names "
+                                "the folder that holds them")
         try:
-            ds = public.load(dataset, data_root or public.DEFAULT_ROOT)
+            ds = public.load(dataset, root)
         except (OSError, ValueError) as exc:
             raise GraphmemError(f"cannot load {dataset}: {exc}") from None
         questions = public.split_questions(ds.questions, split)
@@ -665,25 +690,30 @@ def eval_run(ctx: Context, dataset: str, corpus: Path | None, graph: str, data_r
         questions, label = load_questions(dataset), Path(dataset).name
         project = ctx.project(corpus) if corpus else ctx.project()
     gm = ctx.graphmem(project)
-    try:
-        if named:
-            try:
-                public.import_corpus(gm, ds, graph=None if graph == "none" else graph,
-                                     root=data_root or public.DEFAULT_ROOT)
-            except ValueError as exc:
-                raise GraphmemError(str(exc)) from None
-            ctx.remember(project)
-        elif corpus is not None:
-            gm.ingest(corpus)
-            ctx.remember(project, corpus)
-        extra = {}
-        if baselines:
-            from eval.plain import PlainBaselines
+    # Progress on stderr, also with --json (stdout stays the report): a run takes minutes.
+    with progress_sink(every=5.0) as progress:
+        try:
+            if named:
+                click.echo(f"graphmem: importing {label}: {len(ds.passages)} passages into project {project}",
+                           err=True)
+                try:
+                    public.import_corpus(gm, ds, graph=None if graph == "none" else graph, root=root, sync=False)
+                except ValueError as exc:
+                    raise GraphmemError(str(exc)) from None
+                gm.sync_indexes(progress=progress)
+            elif corpus is not None:
+                gm.ingest(corpus, progress=progress)
+            # Neither import is remembered (no last-project, no folder record): an evaluation's project
+            # must not become what a later plain `graphmem query` or `memory` command reads.
+            extra = {}
+            if baselines:
+                from eval.plain import PlainBaselines
 
-            extra = PlainBaselines(gm).searchers()
-        report = run(gm, questions, wanted, k=k, now=parse_day(now, "--now"), dataset=label, baselines=extra)
-    finally:
-        gm.close()
+                extra = PlainBaselines(gm).searchers()
+            report = run(gm, questions, wanted, k=k, now=parse_day(now, "--now"), dataset=label, baselines=extra,
+                         progress=lambda mode, done, total: progress(f"eval {mode}", done, total))
+        finally:
+            gm.close()
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         (out / "report.json").write_text(json.dumps(report, indent=1), encoding="utf-8")
@@ -712,7 +742,7 @@ def eval_run(ctx: Context, dataset: str, corpus: Path | None, graph: str, data_r
 def eval_compare(baseline: Path, candidate: Path, tolerance: float, as_json: bool) -> None:
     """Compare two report.json files (A = BASELINE, B = CANDIDATE); exit 1 when anything regressed."""
     _eval_source()
-    from eval.report import compare, format_compare
+    from eval.report import compare, format_compare, mismatch
 
     reports = []
     for path in (baseline, candidate):
@@ -723,6 +753,8 @@ def eval_compare(baseline: Path, candidate: Path, tolerance: float, as_json: boo
         if not isinstance(data, dict) or not isinstance(data.get("modes"), dict):
             raise GraphmemError(f"{path}: not an eval report (no 'modes'; use the report.json of `eval run --out`)")
         reports.append(data)
+    for reason in mismatch(reports[0], reports[1]):  # compared all the same, but the figures may not mean much
+        click.echo(f"graphmem: warning: {reason}", err=True)
     result = compare(reports[0], reports[1], tolerance=tolerance)
     click.echo(json.dumps(result, indent=2) if as_json else format_compare(result))
     if result["regressed"]:

@@ -132,6 +132,25 @@ def find_home(start: str | Path | None = None) -> Path:
     return Path(HOME_DIR)
 
 
+def prepare_home(home: str | Path) -> Path:
+    """Create the home folder ``home`` if needed. A home graphmem creates, or any folder named
+    ``.graphmem``, gets a ``.gitignore`` of ``*`` when it has none, so a home inside a repository
+    (the one a first ``graphmem query`` makes) is never committed by ``git add -A``. An existing
+    folder of another name is left alone: ``--home`` may name a folder the user keeps in git."""
+    home = Path(home).expanduser()
+    new = not home.exists()
+    home.mkdir(parents=True, exist_ok=True)
+    if new or home.name == HOME_DIR:
+        try:
+            with open(home / ".gitignore", "x", encoding="utf-8") as fh:
+                fh.write("# graphmem's home: the graph, indexes and caches are not for git\n*\n")
+        except FileExistsError:
+            pass  # the owner's own, or a concurrent process wrote it
+        except OSError:
+            pass  # a read-only home still serves reads; the ignore file is a convenience
+    return home
+
+
 DEFAULT_REPLAY = 12
 MAX_REPLAY = 10_000
 

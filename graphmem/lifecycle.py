@@ -978,7 +978,9 @@ def add_lifecycle_commands(group: click.Group, pass_context: Callable[[Any], Any
     import click
 
     def work(ctx: Any, fn: Callable[[Graphmem], Any]) -> Any:
-        gm = ctx.graphmem(ctx.existing_project())
+        project = ctx.existing_project()
+        ctx.announce(project)
+        gm = ctx.graphmem(project)
         try:
             return fn(gm)
         finally:
@@ -987,6 +989,10 @@ def add_lifecycle_commands(group: click.Group, pass_context: Callable[[Any], Any
 
     def echo(data: Any, as_json: bool, text: Callable[[Any], str]) -> None:
         click.echo(json.dumps(data, indent=2, default=str) if as_json else text(data))
+
+    def counts(d: dict[str, Any]) -> str:
+        # One wording for a checkpoint's size wherever it is shown, so the listing matches the save.
+        return f"{d['nodes']} nodes, {d['rels']} relationships, {d['chunks']} chunks"
 
     @group.command("sweep")
     @click.option("--ttl", multiple=True, metavar="KIND=DAYS", help="Time to live of a kind (repeatable), "
@@ -1009,8 +1015,7 @@ def add_lifecycle_commands(group: click.Group, pass_context: Callable[[Any], Any
     def checkpoint_(ctx: Any, name: str | None, as_json: bool) -> None:
         """Save the memories (graph elements and chunks) as checkpoint NAME (default: the time)."""
         data = work(ctx, lambda gm: checkpoint(gm, name))
-        echo(data, as_json, lambda d: f"checkpoint {d['name']}: {d['nodes']} nodes, {d['rels']} relationships, "
-                                      f"{d['chunks']} chunks")
+        echo(data, as_json, lambda d: f"checkpoint {d['name']}: {counts(d)}")
 
     @group.command("checkpoints")
     @json_option
@@ -1019,8 +1024,7 @@ def add_lifecycle_commands(group: click.Group, pass_context: Callable[[Any], Any
         """The checkpoints saved, oldest first."""
         data = work(ctx, list_checkpoints)
         echo({"checkpoints": data}, as_json, lambda d: "\n".join(
-            f"{c['name']}  {c.get('created_at', '?')}  " + (c["error"] if "error" in c else
-                                                          f"{c['nodes']} nodes, {c['chunks']} chunks")
+            f"{c['name']}  {c.get('created_at', '?')}  " + (c["error"] if "error" in c else counts(c))
             for c in d["checkpoints"]) or "no checkpoints")
 
     @group.command("rollback")
@@ -1032,8 +1036,7 @@ def add_lifecycle_commands(group: click.Group, pass_context: Callable[[Any], Any
     def rollback_(ctx: Any, to: str | None, since: str | None, as_json: bool) -> None:
         """Put the memories back as a checkpoint holds them (the state replaced is checkpointed first)."""
         data = work(ctx, lambda gm: rollback(gm, to=to, since=since))
-        echo(data, as_json, lambda d: f"rolled back to {d['checkpoint']}: {d['nodes']} nodes, {d['rels']} "
-                                      f"relationships, {d['chunks']} chunks"
+        echo(data, as_json, lambda d: f"rolled back to {d['checkpoint']}: {counts(d)}"
              + ("" if d["exact"] else f" ({d['rels_not_restored']} relationships could not be restored)")
              + f"; the state before is checkpoint {d['saved_before']}")
 

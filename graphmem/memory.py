@@ -1403,7 +1403,9 @@ def memory_cli(pass_context: Callable[[Any], Any], json_option: Callable[[Any], 
     def run(ctx: Context, work: Callable[[Any], Any], *, sync: bool = True) -> Any:
         from graphmem.lifecycle import flush_uses
 
-        gm = ctx.graphmem(ctx.existing_project())
+        project = ctx.existing_project()
+        ctx.announce(project)
+        gm = ctx.graphmem(project)
         try:
             result = work(gm.store)
             stale = result.index_stale if isinstance(result, MemoryWrite) else bool(

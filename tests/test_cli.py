@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -110,6 +112,80 @@ def test_every_command_is_documented_in_the_readme() -> None:
         assert f"graphmem {name}" in readme or f"graphmem --store neo4j {name}" in readme, name
 
 
+def test_the_help_gives_the_readmes_rules_for_home_and_project() -> None:
+    out = graphmem("--help")
+    assert out.returncode == 0, out.stderr
+    text, readme = " ".join(out.stdout.split()), " ".join((REPO / "README.md").read_text().split())
+    # --home is searched for upward, as git finds .git; ./.graphmem is only the last resort.
+    assert "the nearest .graphmem in the working folder or above it, as git finds .git, else ./.graphmem" in text
+    assert "the nearest `.graphmem` in the working folder or above it, as git finds `.git`, else `./.graphmem`" \
+        in readme
+    rule = ("the project ingested from {} or one above it, else the last one used, else the name of the git "
+            "repository you are in")
+    assert rule.format("the working folder") in text and rule.format("the folder you are in") in readme
+    assert "$GRAPHMEM_PROJECT" in text and "`GRAPHMEM_PROJECT`" in readme
+
+
+def test_the_readme_gives_the_install_size_bootstrap_announces() -> None:
+    said = re.search(r"about (\d+) MB to download", (REPO / "scripts" / "bootstrap").read_text())
+    assert said, "scripts/bootstrap no longer announces its download size"
+    readme = " ".join((REPO / "README.md").read_text().split())
+    install = readme[readme.index("`scripts/bootstrap` (which `scripts/demo` runs) installs graphmem"):][:400]
+    assert f"about {said[1]} MB to download" in install, install
+    assert "about 1 GB" in install and "0.8 GB" not in install  # a fresh .venv measured 964 MB
+
+
+def test_the_readmes_cypher_commands_name_the_neo4j_store() -> None:
+    # `graphmem cypher` refuses the default (embedded) store: a command copied from the README must run.
+    lines = [line.strip() for line in (REPO / "README.md").read_text().splitlines()]
+    commands = [line for line in lines if line.startswith("graphmem ") and " cypher " in f"{line} "]
+    assert len(commands) >= 5
+    assert not [line for line in commands if "--store neo4j" not in line]
+
+
+def test_the_readmes_mcp_tables_name_each_tools_arguments(tmp_path: Path) -> None:
+    import asyncio
+
+    from mcp import Client
+
+    from graphmem.config import Settings
+    from graphmem.mcp_server import Service, build_server
+
+    async def schemas() -> dict[str, dict]:
+        service = Service(Settings(store="embedded", home=tmp_path / "home"), "demo")
+        async with Client(build_server(service)) as client:
+            return {t.name: t.input_schema for t in (await client.list_tools()).tools}
+
+    rows = {}
+    for line in (REPO / "README.md").read_text().splitlines():
+        if line.startswith("| `"):
+            for name in line.split("|")[1].replace("`", " ").replace("/", " ").split():
+                rows.setdefault(name, line)
+    tools = asyncio.run(schemas())
+    own = {"search", "explain", "get_node", "neighbors", "cypher", "ingest", "status"}  # mcp_server.py's
+    assert own <= set(tools)
+    for name, schema in tools.items():
+        assert name in rows, f"the README's MCP tables leave out {name}"
+        cells = rows[name].split("|")
+        named = set(re.findall(r"`([a-z_]+)`", "|".join(cells[2:])))
+        bold = set(re.findall(r"\*\*`([a-z_]+)`\*\*", "|".join(cells[2:])))
+        required = set(schema.get("required", []))
+        assert required <= bold, (name, required - bold)  # required arguments, marked as such
+        if name in own:  # one row each, with every argument
+            assert set(schema.get("properties", {})) <= named, (name, set(schema["properties"]) - named)
+            assert bold == required, (name, bold ^ required)
+
+
+def test_the_readmes_layout_lists_every_script_and_the_notebooks() -> None:
+    readme = (REPO / "README.md").read_text()
+    layout = readme[readme.index("## Layout"):]
+    scripts = next(line for line in layout.splitlines() if line.startswith("| `scripts/` |"))
+    for path in sorted((REPO / "scripts").iterdir()):
+        assert f"`{path.name}{'/' if path.is_dir() else ''}`" in scripts, path.name
+    if (REPO / "notebooks").is_dir():
+        assert "\n| `notebooks/` |" in layout
+
+
 def test_reading_a_project_that_was_never_ingested_is_an_error(tmp_path: Path, example_org: tuple) -> None:
     home = tmp_path / "home"
     for args in (("query", "Which commit caused INC-042?"), ("status",), ("doctor",)):
@@ -153,3 +229,86 @@ def test_a_split_is_for_the_named_datasets_only(tmp_path: Path) -> None:
     out = graphmem("--home", str(tmp_path / "home"), "eval", "run", "--dataset", str(questions), "--split", "test")
     assert out.returncode != 0 and "--split is for the named datasets" in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1  # one line, no traceback
+
+
+# --- first hour: evaluations and the last project used --------------------------------------------
+
+# A MuSiQue-shaped set of three passages and two questions, laid out as `eval run --data` expects.
+TINY_MUSIQUE = {
+    "corpus": [
+        {"title": "Harbour Museum", "text": "The Harbour Museum was founded by the shipwright Ada Lind in 1901."},
+        {"title": "Ada Lind", "text": "Ada Lind was born in the fishing town of Kessel and built schooners."},
+        {"title": "Kessel", "text": "Kessel is a fishing town on the northern coast, known for its lighthouse."},
+    ],
+    "questions": [
+        {"id": "2hop__1_2", "question": "Where was the founder of the Harbour Museum born?",
+         "paragraphs": [{"title": "Harbour Museum", "is_supporting": True},
+                        {"title": "Ada Lind", "is_supporting": True}],
+         "question_decomposition": [{}, {}]},
+        {"id": "2hop__3_4", "question": "What is the birthplace of the shipwright Ada Lind known for?",
+         "paragraphs": [{"title": "Ada Lind", "is_supporting": True}, {"title": "Kessel", "is_supporting": True}],
+         "question_decomposition": [{}, {}]},
+    ],
+}
+
+
+@pytest.fixture(scope="module")
+def tiny_datasets(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A datasets folder holding a tiny MuSiQue sample in the public sample's layout."""
+    root = tmp_path_factory.mktemp("datasets")
+    folder = root / "musique_train_sample"
+    folder.mkdir()
+    texts = {p["title"]: p["text"] for p in TINY_MUSIQUE["corpus"]}
+    (folder / "musique_train_corpus.json").write_text(json.dumps(TINY_MUSIQUE["corpus"]))
+    questions = [{**q, "paragraphs": [{**para, "paragraph_text": texts[para["title"]]} for para in q["paragraphs"]]}
+                 for q in TINY_MUSIQUE["questions"]]
+    (folder / "musique_train.json").write_text(json.dumps(questions))
+    return root
+
+
+def test_an_evaluation_leaves_the_last_project_alone_and_a_fallback_is_named(
+        tmp_path: Path, template_home: Path, tiny_datasets: Path) -> None:
+    home = tmp_path / "home"
+    shutil.copytree(template_home, home)
+    (home / "last-project").write_text("acme\n")  # as `graphmem ingest` of the example leaves it
+    out = graphmem("--home", str(home), "eval", "run", "--dataset", "musique", "--data", str(tiny_datasets),
+                   "--graph", "none", "--modes", "bm25", "--no-baselines", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "musique: 2 questions" in out.stdout and (home / "musique-none" / "graph.sqlite").is_file()
+    assert (home / "last-project").read_text() == "acme\n"
+    assert not (home / "projects.json").exists()
+
+    # From a folder no project was ingested from, the last project used answers: the reader is told.
+    notice = "project: acme (the last one used"
+    asked = graphmem("--home", str(home), "query", "Which commit caused INC-042?", "--mode", "bm25", "-k", "2",
+                     cwd=tmp_path)
+    assert asked.returncode == 0, asked.stderr
+    assert asked.stderr.splitlines()[0].startswith(notice) and " 1. " in asked.stdout
+    listed = graphmem("--home", str(home), "memory", "list", cwd=tmp_path)
+    assert listed.returncode == 0 and listed.stderr.splitlines()[0].startswith(notice), listed.stderr
+    as_json = graphmem("--home", str(home), "query", "INC-042", "--mode", "bm25", "-k", "1", "--json", cwd=tmp_path)
+    assert set(json.loads(as_json.stdout)) == set(json.loads(graphmem(
+        "--home", str(home), "--project", "acme", "query", "INC-042", "--mode", "bm25", "-k", "1", "--json",
+        cwd=tmp_path).stdout))  # the JSON answer keeps its shape
+    named = graphmem("--home", str(home), "--project", "acme", "query", "INC-042", "--mode", "bm25", "-k", "1",
+                     cwd=tmp_path)
+    assert named.returncode == 0 and "the last one used" not in named.stderr
+
+
+def test_eval_run_says_where_the_datasets_go_and_reports_progress(tmp_path: Path, tiny_datasets: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for args, env in (([ "--data", str(empty)], {}), ([], {"GRAPHMEM_DATASETS": str(empty)})):
+        out = graphmem("--home", str(tmp_path / "home"), "eval", "run", "--dataset", "musique", *args, env=env)
+        assert out.returncode == 1 and len(out.stderr.strip().splitlines()) == 1, out.stderr
+        for needle in (str(empty), "musique_train_sample/musique_train_corpus.json",
+                       "musique_train_sample/musique_train.json", "--data DIR", "GRAPHMEM_DATASETS"):
+            assert needle in out.stderr, (needle, out.stderr)
+
+    out = graphmem("--home", str(tmp_path / "home"), "eval", "run", "--dataset", "musique", "--graph", "none",
+                   "--modes", "bm25", "--json", env={"GRAPHMEM_DATASETS": str(tiny_datasets)}, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["questions"] == 2  # stdout is the summary alone
+    assert "graphmem: importing musique: 3 passages into project musique-none" in out.stderr
+    for mode in ("bm25", "plain-bm25"):  # each mode's progress ends with its last question
+        assert f"graphmem: eval {mode} 2/2" in out.stderr, out.stderr

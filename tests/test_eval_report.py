@@ -97,3 +97,28 @@ def test_eval_compare_command_exit_status(runs: tuple[dict[str, Any], dict[str, 
     out = cli(str(tmp_path / "good.json"), str(tmp_path / "bad.json"), "--json", "--tolerance", "0.5")
     assert json.loads(out.stdout)["tolerance"] == 0.5
     assert out.returncode == (1 if json.loads(out.stdout)["regressed"] else 0)
+
+
+def test_eval_compare_warns_when_the_reports_scored_different_questions(tmp_path: Path) -> None:
+    def report(dataset: str, ids: list[str]) -> Path:
+        scores = {"recall@2": 0.5, "recall@5": 0.5, "recall@10": 0.5, "mrr": 0.5, "ndcg@10": 0.5,
+                  "all_recall@5": 0.5, "p50_ms": 1.0, "p95_ms": 2.0}
+        data = {"dataset": dataset, "questions": len(ids), "modes": {"bm25": scores},
+                "per_question": {"bm25": [{"id": i, "recall@5": 0.5, "keys": []} for i in ids]}}
+        path = tmp_path / f"{dataset}-{len(ids)}-{ids[0]}.json"
+        path.write_text(json.dumps(data), encoding="utf-8")
+        return path
+
+    def cli(a: Path, b: Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "graphmem.cli", "eval", "compare", str(a), str(b)],
+                              check=False, capture_output=True, text=True, timeout=120, cwd=REPO)
+
+    musique, wiki = report("musique", ["q1", "q2"]), report("2wiki", ["w1", "w2"])
+    out = cli(musique, wiki)
+    assert out.returncode == 0 and "no regression" in out.stdout  # still compared, stdout as before
+    assert "warning: the datasets differ: A is 'musique', B is '2wiki'" in out.stderr, out.stderr
+    assert "the question sets differ: 2 question(s) only in A, 2 only in B" in out.stderr
+    other_half = cli(musique, report("musique", ["q3", "q2"]))
+    assert "datasets differ" not in other_half.stderr and "question sets differ" in other_half.stderr
+    same = cli(musique, report("musique", ["q2", "q1"]))
+    assert same.returncode == 0 and "warning" not in same.stderr

@@ -539,9 +539,12 @@ def test_the_lifecycle_commands(tmp_path: Path, embedder: Any, capsys: pytest.Ca
         out = capsys.readouterr()
         return code, out.out, out.err
 
-    code, out, err = run("checkpoint", "start", "--json")
+    code, out, err = run("checkpoint", "start")
     assert code == 0, err
-    assert json.loads(out)["name"] == "start"
+    saved = out.strip().removeprefix("checkpoint start: ")
+    assert saved.endswith(" chunks") and " relationships, " in saved, out
+    listed = [line for line in run("checkpoints")[1].splitlines() if line.startswith("start  ")]
+    assert len(listed) == 1 and listed[0].endswith(f"  {saved}"), listed  # the same counts as when saved
     code, out, err = run("sweep", "--json", "--ttl", "fact=100000")
     assert code == 0, err
     counts = json.loads(out)["counts"]

@@ -248,6 +248,7 @@ def test_query_ingests_the_repository_it_is_asked_in_when_its_project_was_never_
     assert TAX in [h["key"] for h in json.loads(out.stdout)["results"]]
     home = repo / ".graphmem"  # the repository's own home, found from any folder inside it
     assert json.loads((home / "projects.json").read_text()) == {str(repo.resolve()): "demo"}
+    assert git(repo, "status", "--porcelain") == ""  # the home ignores itself: `git add -A` leaves it out
 
     # A project that is not this repository's is never created by a question.
     wrong = graphmem("--project", "demo2", "query", QUESTION, cwd=repo)
@@ -278,6 +279,24 @@ def test_query_ingests_the_repository_it_is_asked_in_when_its_project_was_never_
     summary = graphmem("context", "summary", "pkg/billing.py", cwd=repo)
     assert summary.returncode == 0 and "compute_tax" in summary.stdout and "regenerated" in summary.stderr
     assert "stored" in graphmem("context", "summary", "pkg/billing.py", cwd=repo).stderr
+
+
+def test_a_home_graphmem_makes_ignores_itself_but_a_folder_of_the_users_is_left_alone(tmp_path: Path) -> None:
+    from graphmem.config import prepare_home
+
+    made = prepare_home(tmp_path / "a" / "home")  # new: graphmem's own
+    assert (made / ".gitignore").read_text().splitlines()[-1] == "*"
+    old_home = tmp_path / "repo" / ".graphmem"  # made by an earlier version, without one
+    old_home.mkdir(parents=True)
+    prepare_home(old_home)
+    assert (old_home / ".gitignore").is_file()
+    (old_home / ".gitignore").write_text("cache/\n")  # the owner's own choice stays
+    prepare_home(old_home)
+    assert (old_home / ".gitignore").read_text() == "cache/\n"
+    theirs = tmp_path / "graphs"  # --home naming a folder that exists already, perhaps kept in git
+    theirs.mkdir()
+    prepare_home(theirs)
+    assert not (theirs / ".gitignore").exists()
 
 
 def test_no_bootstrap_keeps_the_error_and_creates_nothing(tmp_path: Path) -> None:

@@ -31,6 +31,7 @@ from pathlib import Path
 import networkx as nx
 import orjson
 
+from graphmem.config import prepare_home
 from graphmem.errors import StoreError, StoreUnavailable
 from graphmem.model import (
     KIND_BY_PREFIX,
@@ -226,6 +227,7 @@ class EmbeddedStore(TraversalMixin):
     def _open(self) -> sqlite3.Connection:
         if self._db is None:
             try:
+                prepare_home(self._dir.parent)
                 self._dir.mkdir(parents=True, exist_ok=True)
                 db = sqlite3.connect(self._dir / "graph.sqlite", timeout=60, isolation_level=None,
                                      check_same_thread=False)
