@@ -289,6 +289,7 @@ def ingest(ctx: Context, path: Path, llm: bool | None, force: bool, replay: int 
                 report.enrichment = gm.enrich(progress=progress).as_dict()
         ctx.remember(project, path)
         elapsed = time.perf_counter() - started
+        held = gm.store.counts() if not as_json else None
     finally:
         gm.close()
     if as_json:
@@ -297,10 +298,18 @@ def ingest(ctx: Context, path: Path, llm: bool | None, force: bool, replay: int 
     w = report.written
     click.echo(f"ingested {report.root} into project {project} ({ctx.settings.store} store) "
                f"in {elapsed:.1f} s (graph {report.seconds:.1f} s)")
-    click.echo(f"  files: {report.files} ({report.changed} changed, {report.deleted} deleted, "
-               f"{report.unchanged} unchanged); commits read: {report.commits}"
-               + (f"; earlier commits replayed first: {report.replayed}" if report.replayed else ""))
-    click.echo(f"  written: {w.nodes} nodes, {w.rels} relationships, {w.chunks} chunks; "
+    if report.replayed:
+        # The snapshot counts are the last pass's, after the history replay wrote most of the graph.
+        click.echo(f"  history: {report.replayed} earlier commits replayed first; commits read: {report.commits}")
+        click.echo(f"  files: {report.files} ({report.changed} changed, {report.deleted} deleted, "
+                   f"{report.unchanged} unchanged since the last replayed commit)")
+    else:
+        click.echo(f"  files: {report.files} ({report.changed} changed, {report.deleted} deleted, "
+                   f"{report.unchanged} unchanged); commits read: {report.commits}")
+    if held is not None:
+        click.echo(f"  the graph holds {held.total_nodes} nodes, {held.total_rels} relationships, {held.chunks} chunks")
+    click.echo(f"  written by this ingest{' (each replayed commit counted)' if report.replayed else ''}: "
+               f"{w.nodes} nodes, {w.rels} relationships, {w.chunks} chunks; "
                f"closed: {w.closed_nodes} nodes, {w.closed_rels} relationships")
     if w.missing_endpoints:
         click.echo(f"  relationships left out because an end is not in the graph: {w.missing_endpoints} "

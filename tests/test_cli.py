@@ -30,6 +30,11 @@ def test_ingest_then_status_on_the_embedded_store(tmp_path: Path, example_org: t
     report = json.loads(status.stdout)
     assert report["project"] == "acme" and report["nodes"]["service"] == 4
     assert report["last_ingested_commit"] == example_org[1]["head"].removeprefix("commit:")
+    # The first ingest replays history: it says what the graph holds, not only what the passes wrote.
+    holds = re.search(r"the graph holds (\d+) nodes, (\d+) relationships, (\d+) chunks", out.stdout)
+    assert holds and [int(x) for x in holds.groups()] == [report["total_nodes"], report["total_rels"],
+                                                          report["chunks"]], out.stdout
+    assert "earlier commits replayed first" in out.stdout
     again = graphmem("--home", str(home), "ingest", str(example_org[0]), "--json")
     assert json.loads(again.stdout)["changed"] == 0
 
