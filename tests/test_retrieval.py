@@ -642,6 +642,8 @@ def test_modes_and_bad_requests(answered: tuple[Graphmem, dict]) -> None:
         gm.query("anything", mode="magic")
     with pytest.raises(GraphmemError):
         gm.query("   ")
+    with pytest.raises(GraphmemError, match="question too long"):  # refused before any retriever reads it
+        gm.query("billing retries " * 65536, mode="hybrid-rerank")
     hostile = gm.query("'; MATCH (n) DETACH DELETE n //", mode="hybrid", k=3)
     assert hostile.mode == "hybrid" and gm.store.counts().total_nodes > 0
 

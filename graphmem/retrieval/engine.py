@@ -29,6 +29,7 @@ from graphmem.retrieval.learned import (CandidateSignals, QuestionSignals, apply
 from graphmem.retrieval.question import Question, parse_question
 from graphmem.stores.base import GraphStore, Path, Step
 
+MAX_QUESTION_CHARS = 8000  # a question, not a document: see Retriever.candidates
 
 class Reranker(Protocol):
     name: str
@@ -229,6 +230,11 @@ class Retriever:
         text = text.strip()
         if not text:
             raise ModelError("empty question")
+        if len(text) > MAX_QUESTION_CHARS:
+            # Every retriever and the reranker read the whole question: a pasted file would take
+            # minutes and gigabytes to answer, and answer nothing better than its gist would.
+            raise ModelError(f"question too long: {len(text)} characters (at most {MAX_QUESTION_CHARS}); "
+                             "ask about the part that matters")
         depth = spec.candidates
         wanted = {NodeKind(x) for x in kinds} if kinds else None
         keep = _filter(wanted, path_prefix)
