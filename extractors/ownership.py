@@ -22,6 +22,7 @@ from typing import Any
 
 from extractors.base import Extraction, Skipped
 from extractors.policy import CONFIG_FILE, GlobRule, Policy, read_project_config
+from extractors.secrets import redact
 from graphmem.errors import ConfigError
 from graphmem.model import (
     Node,
@@ -155,17 +156,20 @@ class OwnershipRules:
                 continue
             keys: list[str] = []
             good_tokens: list[str] = []
+            bad_tokens: list[str] = []
             for tok in owner_tokens:
                 key = owner_key(tok)
                 if key is None:
-                    problems.append(Skipped(f"{source}:{lineno}", f"not an owner: {tok!r}"))
+                    bad_tokens.append(tok)
                 elif key not in keys:
                     keys.append(key)
                     good_tokens.append(tok)
+            if bad_tokens:
+                problems.append(Skipped(f"{source}:{lineno}", _not_owners(bad_tokens)))
             try:
                 glob = GlobRule.compile(pattern)
             except re.error as exc:
-                problems.append(Skipped(f"{source}:{lineno}", f"bad pattern {pattern!r}: {exc}"))
+                problems.append(Skipped(f"{source}:{lineno}", f"bad pattern {_quote(pattern)}: {exc}"))
                 continue
             descend = not (pattern.endswith("/*") and not pattern.endswith("/**"))
             rules.append(OwnerRule(pattern, tuple(keys), lineno, glob, descend, tuple(good_tokens)))
@@ -207,6 +211,26 @@ def _strip_comment(line: str) -> str:
     # "#" starts a comment at the line start or after whitespace; "\#" is a literal hash.
     match = re.search(r"(?:^|\s)(?<!\\)#", line)
     return line[: match.start()] if match else line
+
+
+# How much of a rejected token a message quotes: enough to find it in the file.
+_QUOTE_LIMIT = 40
+# How many rejected tokens of one line a message names (one line may hold thousands).
+_QUOTE_COUNT = 3
+
+
+def _quote(token: str) -> str:
+    """``token`` for a message: secrets redacted (a misplaced access token is not an owner, but
+    must not reach logs either), clipped to :data:`_QUOTE_LIMIT` characters."""
+    token = redact(token)[0]
+    return repr(token if len(token) <= _QUOTE_LIMIT else token[:_QUOTE_LIMIT] + "...")
+
+
+def _not_owners(tokens: list[str]) -> str:
+    """One message for a line's tokens that are not owners: the first few, and how many more."""
+    shown = ", ".join(_quote(t) for t in tokens[:_QUOTE_COUNT])
+    more = len(tokens) - _QUOTE_COUNT
+    return f"not an owner: {shown}" + (f" (and {more} more)" if more > 0 else "")
 
 
 def _split(text: str) -> list[str]:

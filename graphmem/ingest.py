@@ -18,8 +18,10 @@ import multiprocessing
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -37,7 +39,7 @@ from extractors.docs import CHECKED_KINDS, DocContext, extract_document, is_docu
 from extractors.git import GitError, changed_paths_since, extract_history, head_commit, is_git_repo, root_commits
 from extractors.incidents import extract_incident, is_incident_report
 from extractors.ownership import ServiceMap, Team, extract_ownership, teams_from_config
-from extractors.policy import Policy, read_project_config
+from extractors.policy import SECRET_DIRS, SECRET_FILE_GLOBS, Policy, read_project_config
 from extractors.prose_mentions import prose_mentions
 from extractors.secrets import FINGERPRINT as REDACTION_RULES
 from extractors.secrets import redact
@@ -649,22 +651,116 @@ def replay_points(root: str | Path, limit: int) -> list[str]:
     return list(dict.fromkeys(shas[round(i * step)] for i in range(limit)))
 
 
+# Replay checkouts are made under the temporary folder as ``graphmem-replay-<pid>-<random>/tree``:
+# the pid says whether the process that made one is still there to remove it.
+_REPLAY_PREFIX = "graphmem-replay-"
+_REPLAY_DIR = re.compile(re.escape(_REPLAY_PREFIX) + r"(?:(\d+)-)?[^/\\]*")
+
+
+def _any_case(glob: str) -> str:
+    """``glob`` matching letters in either case (the secret-file policy ignores case; git does not)."""
+    return "".join(f"[{c.lower()}{c.upper()}]" if c.isalpha() else c for c in glob)
+
+
+def _sparse_patterns() -> str:
+    """Sparse-checkout patterns (non-cone) that check out everything but what the file policy
+    refuses to open as credentials: files named like one, and credentials folders. A folder named
+    like a credentials file (``src/credentials/``) is checked out; its files are filtered by name."""
+    lines = ["/*"]
+    lines += [f"!{_any_case(g)}" for g in SECRET_FILE_GLOBS]
+    lines += [f"{_any_case(g)}/" for g in SECRET_FILE_GLOBS]
+    lines += [f"!{_any_case(d)}/" for d in sorted(SECRET_DIRS)]
+    return "\n".join(lines) + "\n"
+
+
+def _process_gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # it exists, under another user
+        return False
+    return False
+
+
+def remove_stale_checkouts(root: str | Path) -> list[str]:
+    """Remove replay checkouts of ``root`` left by a process that is gone (killed with SIGKILL, a
+    machine that went down): their folders may hold the repository's files, and git keeps them
+    registered as worktrees. Checkouts of live processes are left alone. Returns the paths removed."""
+    proc = subprocess.run(["git", "-C", str(root), "worktree", "list", "--porcelain"],
+                          capture_output=True, text=True, env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"})
+    if proc.returncode != 0:
+        return []
+    removed = []
+    for line in proc.stdout.splitlines():
+        if not line.startswith("worktree "):
+            continue
+        tree = Path(line[len("worktree "):])
+        named = _REPLAY_DIR.fullmatch(tree.parent.name)
+        if tree.name != "tree" or not named:
+            continue
+        # A checkout made before its name carried a pid is a leftover too: no live replay has one.
+        if named.group(1) and not _process_gone(int(named.group(1))):
+            continue
+        subprocess.run(["git", "-C", str(root), "worktree", "remove", "--force", "--force", str(tree)],
+                       capture_output=True)
+        shutil.rmtree(tree.parent, ignore_errors=True)
+        removed.append(str(tree))
+    subprocess.run(["git", "-C", str(root), "worktree", "prune"], capture_output=True)
+    return removed
+
+
 @contextmanager
 def checked_out(root: str | Path, sha: str) -> Iterator[Path]:
     """A temporary detached worktree of ``root`` at ``sha`` (its history and blame work as in
-    ``root``), removed afterwards."""
-    tmp = Path(tempfile.mkdtemp(prefix="graphmem-replay-"))
+    ``root``), removed afterwards. Files the policy never opens as credentials (``.env``,
+    ``id_rsa``...) are not checked out: the copy would be one more place they sit on disk."""
+    tmp = Path(tempfile.mkdtemp(prefix=f"{_REPLAY_PREFIX}{os.getpid()}-"))
     tree = tmp / "tree"
     try:
-        subprocess.run(["git", "-C", str(root), "worktree", "add", "--quiet", "--detach", str(tree), sha],
+        # --no-checkout: nothing is written until the sparse patterns are in place (and git runs
+        # no post-checkout hook of the user's).
+        subprocess.run(["git", "-C", str(root), "worktree", "add", "--quiet", "--no-checkout", "--detach",
+                        str(tree), sha], capture_output=True, text=True, check=True)
+        where = subprocess.run(["git", "-C", str(tree), "rev-parse", "--git-path", "info/sparse-checkout"],
+                               capture_output=True, text=True, check=True).stdout.strip()
+        sparse = Path(where) if Path(where).is_absolute() else tree / where
+        sparse.parent.mkdir(parents=True, exist_ok=True)
+        sparse.write_text(_sparse_patterns(), encoding="utf-8")
+        # Sparse for this one command, through -c: the user's repository configuration is not changed
+        # (the skip-worktree bits it leaves in the worktree's own index keep diff and status clean).
+        subprocess.run(["git", "-C", str(tree), "-c", "core.sparseCheckout=true", "-c", "core.sparseCheckoutCone=false",
+                        "-c", "index.sparse=false", "read-tree", "-mu", sha],
                        capture_output=True, text=True, check=True)
         yield tree
     except subprocess.CalledProcessError as exc:
-        raise GitError(f"cannot check out {sha[:12]} to replay it: {exc.stderr.strip()[-200:]}") from None
+        raise GitError(f"cannot check out {sha[:12]} to replay it: {(exc.stderr or '').strip()[-200:]}") from None
     finally:
         subprocess.run(["git", "-C", str(root), "worktree", "remove", "--force", str(tree)], capture_output=True)
         subprocess.run(["git", "-C", str(root), "worktree", "prune"], capture_output=True)
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+@contextmanager
+def terminate_unwinds() -> Iterator[None]:
+    """While the body runs, SIGTERM raises ``SystemExit(143)`` as SIGINT raises KeyboardInterrupt,
+    so ``finally`` blocks (the removal of a replay checkout) run on ``kill``, a CI timeout or a
+    killed hook. Only in the main thread (the only one Python delivers signals to); the previous
+    handler is restored afterwards."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminate(signum: int, frame: object) -> None:
+        # A second SIGTERM must not cut the clean-up the first one started short.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
 
 
 def replay_history(root: str | Path, store: GraphStore, *, cache_dir: str | Path, points: int,
@@ -675,11 +771,16 @@ def replay_history(root: str | Path, store: GraphStore, *, cache_dir: str | Path
     longer says at the commit that changed it. Nothing happens once the project holds a graph."""
     if store.get_meta("last_commit") or store.source_states():
         return []
+    shas = replay_points(root, points)
+    if not shas:
+        return []
     reports = []
-    for sha in replay_points(root, points):
-        with checked_out(root, sha) as tree:
-            # A snapshot may differ wholly from the one before (a rewrite): the removal guard is for
-            # a user pointing at the wrong folder, not for history.
-            reports.append(ingest(tree, store, cache_dir=cache_dir, progress=progress, force=True))
-            StatCache.open(cache_dir, tree).path.unlink(missing_ok=True)
+    with terminate_unwinds():
+        remove_stale_checkouts(root)
+        for sha in shas:
+            with checked_out(root, sha) as tree:
+                # A snapshot may differ wholly from the one before (a rewrite): the removal guard is
+                # for a user pointing at the wrong folder, not for history.
+                reports.append(ingest(tree, store, cache_dir=cache_dir, progress=progress, force=True))
+                StatCache.open(cache_dir, tree).path.unlink(missing_ok=True)
     return reports

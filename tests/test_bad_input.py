@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import os
+import random
 import shutil
+import string
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from extractors.base import REASON_LIMIT
 from graphmem.ingest import ingest
+from graphmem.stores.embedded import EmbeddedStore
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def plant_broken_inputs(repo: Path) -> dict[str, str]:
@@ -60,3 +68,36 @@ def test_broken_inputs_are_skipped_with_reasons(
     assert not any("\n" in k for k in after)
     assert "file:services/billing/empty.py" in after
     assert not any(k.startswith("file:assets/") for k in after)
+
+
+def test_skip_reasons_are_redacted_and_clipped(tmp_path: Path) -> None:
+    """A CODEOWNERS naming an access token as an owner, and lines of 50,000 tokens or one 100 KB
+    token: neither the token nor a reason longer than the clip reaches the report or stderr."""
+    rng = random.Random(4411)
+    token = "ghp_" + "".join(rng.choice(string.ascii_letters + string.digits) for _ in range(36))
+    repo = tmp_path / "shop"
+    (repo / "billing").mkdir(parents=True)
+    (repo / "billing" / "api.py").write_text("def charge(amount):\n    return amount\n")
+    (repo / "CODEOWNERS").write_text(
+        f"/billing/ @acme/payments {token}\n"
+        + "/docs/ " + " ".join(f"nobody{i}" for i in range(50_000)) + "\n"
+        + "/api/ " + "x" * 100_000 + "\n"
+        + "/" + "y" * 100_000 + "[/ @acme/web\n")
+
+    store = EmbeddedStore(tmp_path / "home", "shop")
+    store.ensure_schema()
+    report = ingest(repo, store, cache_dir=tmp_path / "cache")
+    store.close()
+    owners = [s for s in report.skipped if s.path.startswith("CODEOWNERS:")]
+    assert len(owners) >= 3, report.skipped
+    for item in report.skipped:
+        assert token not in item.reason and len(item.reason) <= REASON_LIMIT, item
+    assert any("not an owner" in s.reason and "REDACTED" in s.reason for s in owners), owners
+
+    out = subprocess.run([sys.executable, "-m", "graphmem.cli", "--home", str(tmp_path / "cli"), "ingest", str(repo)],
+                         capture_output=True, text=True, cwd=tmp_path, timeout=300,
+                         env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "CODEOWNERS:1" in out.stderr
+    assert token not in out.stderr and token not in out.stdout
+    assert max(len(line) for line in out.stderr.splitlines()) < REASON_LIMIT + 100, len(out.stderr)

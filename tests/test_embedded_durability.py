@@ -82,3 +82,34 @@ def test_sigkill_mid_batch_keeps_every_committed_batch(tmp_path: Path) -> None:
     # and the store still takes writes
     store.close_sources(["f0.py"])
     assert store.counts().nodes == {"symbol": (committed - 1) * BATCH}
+
+
+def _cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    repo = Path(__file__).resolve().parents[1]
+    return subprocess.run([sys.executable, "-m", "graphmem.cli", "--home", str(home), "--project", "shop", *args],
+                          capture_output=True, text=True, cwd=home.parent, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(repo)})
+
+
+def test_an_empty_or_damaged_store_file_is_an_error_and_left_as_it_is(tmp_path: Path) -> None:
+    """A 0-byte (or non-SQLite) ``graph.sqlite`` is not an empty project: read commands say it is
+    damaged and write nothing, so the indexes beside it are not thrown away by the advice."""
+    shop = tmp_path / "shop"
+    shop.mkdir()
+    (shop / "billing.py").write_text("def charge(amount):\n    return amount\n")
+    home = tmp_path / "home"
+    first = _cli(home, "ingest", str(shop))
+    assert first.returncode == 0, first.stderr
+    graph = home / "shop" / "graph.sqlite"
+    for content, word in ((b"", "empty"), (b"not a database, at all" * 300, "damaged")):
+        for leftover in (graph.with_name("graph.sqlite-wal"), graph.with_name("graph.sqlite-shm")):
+            leftover.unlink(missing_ok=True)
+        graph.write_bytes(content)
+        for command in (("status",), ("status", "--json"), ("doctor",), ("query", "who owns billing?")):
+            out = _cli(home, *command)
+            assert out.returncode != 0, (command, out.stdout)
+            assert word in out.stderr and "nothing was written" in out.stderr, (command, out.stderr)
+            assert "doctor --repair" not in out.stdout + out.stderr
+            assert graph.read_bytes() == content, command  # not made into a new database
+        assert (home / "shop" / "index").is_dir()
+

@@ -22,6 +22,7 @@ committed (how the MCP server's ingest and its readers share a home).
 from __future__ import annotations
 
 import gc
+import os
 import sqlite3
 import threading
 from contextlib import contextmanager
@@ -182,6 +183,47 @@ class _ReadWriteLock:
                 self._cond.notify_all()
 
 
+_SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def _create_database(path: Path) -> None:
+    """Create the store file complete (WAL mode and tables) under a temporary name, then link it into
+    place: ``graph.sqlite`` is thus never seen empty, so an empty one always means damage.
+    A store another process created meanwhile is kept."""
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        db = sqlite3.connect(tmp, isolation_level=None)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.executescript(SCHEMA)
+        finally:
+            db.close()  # the last connection folds the WAL into the file
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass
+        except OSError:  # a file system without hard links: a rename, unless the store appeared
+            if not path.exists():
+                os.replace(tmp, path)
+    finally:
+        for leftover in (tmp, tmp.with_name(tmp.name + "-wal"), tmp.with_name(tmp.name + "-shm")):
+            leftover.unlink(missing_ok=True)
+
+
+def _check_database(path: Path) -> None:
+    """Refuse a store file that is not an SQLite database before SQLite sees it: SQLite takes an
+    empty file for a new database and would write a fresh, empty graph over it."""
+    with open(path, "rb") as f:
+        header = f.read(len(_SQLITE_HEADER))
+    if header == _SQLITE_HEADER:
+        return
+    what = "empty (0 bytes)" if not header else "damaged (not an SQLite database)"
+    raise StoreError(
+        f"the store file {path} is {what}; nothing was written to it. Restore it from a backup, or, "
+        f"to rebuild the project from its repository, move the project folder {path.parent} aside and "
+        "run `graphmem ingest` again.")
+
+
 class EmbeddedStore(TraversalMixin):
     """A project's graph in ``<home>/<project>``, with no server."""
 
@@ -229,8 +271,11 @@ class EmbeddedStore(TraversalMixin):
             try:
                 prepare_home(self._dir.parent)
                 self._dir.mkdir(parents=True, exist_ok=True)
-                db = sqlite3.connect(self._dir / "graph.sqlite", timeout=60, isolation_level=None,
-                                     check_same_thread=False)
+                path = self._dir / "graph.sqlite"
+                if not path.exists():
+                    _create_database(path)
+                _check_database(path)
+                db = sqlite3.connect(path, timeout=60, isolation_level=None, check_same_thread=False)
                 db.execute("PRAGMA journal_mode=WAL")
                 # NORMAL in WAL mode: a committed transaction survives a killed process.
                 db.execute("PRAGMA synchronous=NORMAL")
