@@ -73,8 +73,7 @@ _REL_WORDS: list[tuple[re.Pattern[str], tuple[RelType, ...]]] = [
      (RelType.RESOLVED_BY, RelType.FIXES, RelType.AUTHORED)),
     (_DECISION_WORDS, (RelType.DECIDED, RelType.IMPLEMENTS, RelType.REFERENCES)),
     (re.compile(r"\bsupersed|\breplac|\bin force\b|\bobsolete", re.IGNORECASE), (RelType.SUPERSEDES,)),
-    (re.compile(r"\bfail|\bbroke|\bhit\b|\baffect|\boutage", re.IGNORECASE),
-     (RelType.AFFECTED, RelType.CAUSED_BY)),
+    (re.compile(r"\bfail|\bbroke|\bhit\b|\baffect|\boutage", re.IGNORECASE), (RelType.AFFECTED, RelType.CAUSED_BY)),
     (re.compile(r"\bmention|\brefer(s|red|ring|ence|ences|enced|encing)?\b", re.IGNORECASE),
      (RelType.MENTIONS, RelType.REFERENCES)),
     (re.compile(r"\binherit|\bextend(s|ed|ing)?\b|\bsubclass|\bimplements? the interface", re.IGNORECASE),
@@ -422,8 +421,6 @@ _CONDITION = re.compile(r"\b(?:if|when|whenever|should|once)\b[^?,;]*?\b(?:go(?:
                         r"(?:chang|remov|delet|renam)(?:e|es|ed))\b", re.IGNORECASE)
 _SUFFERS = re.compile(r"\b(?:affected|impacted|break|breaks|broken|stop(?:s)?\s+working|go\s+down|fail|be\s+hit)\b",
                       re.IGNORECASE)
-
-
 _IMPACT_RELATIONS = (RelType.DEPENDS_ON, RelType.CALLS, RelType.IMPORTS)
 _IMPACT_KINDS = (NodeKind.SYMBOL, NodeKind.FILE, NodeKind.SERVICE)
 
@@ -436,7 +433,6 @@ def _impact_condition(text: str) -> re.Match[str] | None:
         return None  # an incident named: what it affected is asked ("which services did INC-5 hit?")
     rest = text[:condition.start()] + " " + text[condition.end():]
     return condition if _SUFFERS.search(rest) else None
-
 
 
 # A subordinate clause the question opens with ("If the service behind INC-5 fails again, which
