@@ -133,6 +133,10 @@ class _FileParser:
     tree: Any
     defs: dict[int, _Def] = field(default_factory=dict)
     impls: dict[int, _Scope] = field(default_factory=dict)
+    # Per captured node id, from one top-down walk (see `_place_nodes`).
+    owners: dict[int, _Def | None] = field(default_factory=dict)
+    scopes: dict[int, _Def | _Scope | None] = field(default_factory=dict)
+    closures: dict[int, Any] = field(default_factory=dict)
 
     @property
     def language(self) -> str:
@@ -190,18 +194,54 @@ class _FileParser:
                 continue
             receiver = _type_name(self.text(match["receiver"][0])) if "receiver" in match else ""
             self.defs[node.id] = _Def(node, kind, self.text(match["name"][0]), receiver)
+        self._place_nodes({node.id for match in matches for nodes in match.values() for node in nodes})
         # Document order keeps parents before children and first overloads first.
         for item in sorted(self.defs.values(), key=lambda d: d.node.start_byte):
             self._qualify(item)
 
+    def _place_nodes(self, wanted: set[int]) -> None:
+        """Record, for each node in ``wanted``, its owner (``_enclosing_def``), its scope
+        (``_enclosing``) and the anonymous function it sits in (``_closure_end``), in one walk
+        down the tree.
+
+        Walking up instead costs the tree's depth per step: tree-sitter finds a node's parent by
+        searching down from the root. Once per call site, that made a long one-line expression
+        (minified code) take cubic time.
+        """
+        cursor = self.tree.walk()
+        # What the nodes of each open level inherit: owner, scope, anonymous function below the
+        # owner, and the definition a `decorator` child counts its calls for.
+        inherited: list[tuple[_Def | None, _Def | _Scope | None, Any, _Def | None]] = [(None, None, None, None)]
+        while True:
+            node = cursor.node
+            owner, scope, closure, decorated = inherited[-1]
+            if node.type == "decorator" and decorated is not None:
+                # `@fixture`, `@conan_subcommand()` and `@given(simple_classes())` are calls made
+                # for the definition they decorate: they count as its calls.
+                owner = decorated
+                inner_closure = None
+            else:
+                inner_closure = node if node.type in _ANONYMOUS_FUNCTIONS else closure
+            if node.id in wanted:
+                self.owners[node.id], self.scopes[node.id], self.closures[node.id] = owner, scope, closure
+            if cursor.goto_first_child():
+                definition = self.defs.get(node.id)
+                target = node.child_by_field_name("definition") if node.type == "decorated_definition" else None
+                inherited.append((
+                    definition or owner,
+                    definition or self.impls.get(node.id) or scope,
+                    None if definition is not None else inner_closure,
+                    self.defs.get(target.id) if target is not None else None,
+                ))
+                continue
+            while not cursor.goto_next_sibling():
+                if not cursor.goto_parent():
+                    return
+                inherited.pop()
+
     def _enclosing(self, node: Any) -> _Def | _Scope | None:
-        parent = node.parent
-        while parent is not None:
-            found = self.defs.get(parent.id) or self.impls.get(parent.id)
-            if found is not None:
-                return found
-            parent = parent.parent
-        return None
+        """The definition or Rust ``impl`` block ``node`` sits in."""
+        return self.scopes[node.id]
 
     def _qualify(self, item: _Def) -> None:
         outer = self._enclosing(item.node)
@@ -365,21 +405,14 @@ class _FileParser:
                     self.facts.calls.append(CallFact(caller, callee, kid.start_point.row + 1))
 
     def _enclosing_def(self, node: Any) -> _Def | None:
-        current = node
-        while current is not None:
-            found = self.defs.get(current.id) if current is not node else None
-            if found is not None:
-                return found
-            decorated = current.parent if current.type == "decorator" else None
-            if decorated is not None and decorated.type == "decorated_definition":
-                # `@fixture`, `@conan_subcommand()` and `@given(simple_classes())` are calls made
-                # for the definition they decorate: they count as its calls.
-                definition = decorated.child_by_field_name("definition")
-                found = self.defs.get(definition.id) if definition is not None else None
-                if found is not None:
-                    return found
-            current = current.parent
-        return None
+        """The definition ``node`` (a captured node) belongs to: the nearest one above it, or the
+        one a decorator it sits in decorates."""
+        return self.owners[node.id]
+
+    def _closure_end(self, node: Any) -> int:
+        """Last line of the anonymous function ``node`` is bound in, below its owner; 0: none."""
+        closure = self.closures[node.id]
+        return int(closure.end_point.row + 1) if closure is not None else 0
 
     def _inherit(self, match: dict[str, list[Any]]) -> None:
         owner = self.defs.get(match["inherit.owner"][0].id)
@@ -422,7 +455,7 @@ class _FileParser:
             owner.symbol.fields.setdefault(var, type_text)
         elif owner.symbol is not None:
             symbol, line = owner.symbol, var_node.start_point.row + 1
-            binding = [line, type_text, _closure_end(var_node, owner.node)]
+            binding = [line, type_text, self._closure_end(var_node)]
             if var not in symbol.locals:
                 symbol.locals[var] = type_text
                 symbol.local_lines[var] = binding
@@ -451,16 +484,6 @@ def _merge_locals(first: SymbolFact, other: SymbolFact) -> None:
 # Functions without a name of their own: their parameters are bound only inside them.
 _ANONYMOUS_FUNCTIONS = frozenset({"func_literal", "lambda", "arrow_function", "function_expression", "function",
                                   "lambda_expression", "closure_expression"})
-
-
-def _closure_end(node: Any, definition: Any) -> int:
-    """Last line of the anonymous function ``node`` is bound in, below ``definition``; 0: none."""
-    parent = node.parent
-    while parent is not None and parent != definition:
-        if parent.type in _ANONYMOUS_FUNCTIONS:
-            return int(parent.end_point.row + 1)
-        parent = parent.parent
-    return 0
 
 
 def _matches(language: str, root: Any) -> list[dict[str, list[Any]]]:
