@@ -101,6 +101,18 @@ def test_long_one_line_expression_keeps_every_call(path, source, owner):
         assert [c.caller for c in facts.calls if c.callee == "cache"] == ["total"]
 
 
+# Definitions deep in one expression: finding each one's wrapper and the comment above it used to
+# step up (or back) from the root per definition, in time quadratic in the nesting (minutes here).
+@pytest.mark.timeout(60)
+def test_definitions_deep_in_one_expression_keep_their_docs():
+    n = 30_000
+    source = "var a = {" + "".join(f"k{i}: {{ /** Step {i}. */ m{i}() {{ return g(); }},\n" for i in range(n))
+    facts = parse_file("min/deep.js", (source + "}" * n + "};\n").encode())
+    docs = {s.qualname: s.docstring for s in facts.symbols}
+    assert len(docs) == n and docs["m0"] == "Step 0." and docs[f"m{n - 1}"] == f"Step {n - 1}."
+    assert len(facts.calls) == n and {c.caller for c in facts.calls} == {f"m{i}" for i in range(n)}
+
+
 def test_file_facts_round_trip_through_json(project_facts):
     for facts in project_facts.values():
         data = json.loads(json.dumps(facts.to_dict()))
