@@ -14,6 +14,7 @@ import errno
 import os
 import re
 import stat
+import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -508,11 +509,20 @@ def _shown(target: str, root_real: str) -> str:
     return target
 
 
+# Invisible characters that change how a name reads: bidirectional controls (U+202A-U+202E,
+# U+2066-U+2069), marks such as U+200E/U+200F and other format characters (Cf), and line breaks
+# outside ASCII (Zl, Zp). A name holding one can display as another file's (`\u202eexe.txt`).
+_INVISIBLE_CATEGORIES = frozenset({"Cf", "Zl", "Zp"})
+
+
 def _unfit_name(name: str) -> str | None:
     """Why a file or folder name cannot become part of a key (control characters such as a newline,
-    or bytes that are not valid in the file system's encoding), or None."""
-    if any(ord(ch) < 32 or ord(ch) == 127 for ch in name):
+    invisible formatting characters, or bytes that are not valid in the file system's encoding),
+    or None."""
+    if any(unicodedata.category(ch) == "Cc" for ch in name):
         return "contains control characters"
+    if any(unicodedata.category(ch) in _INVISIBLE_CATEGORIES for ch in name):
+        return "contains invisible formatting characters (such as bidirectional text controls)"
     try:
         name.encode("utf-8")
     except UnicodeEncodeError:
