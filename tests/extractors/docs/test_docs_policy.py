@@ -283,3 +283,34 @@ def test_names_in_other_scripts_are_kept(tmp_path: Path) -> None:
         (tmp_path / name).write_text("x = 1\n")
     accepted, skipped = discover(tmp_path)
     assert len(accepted) == 4 and not skipped
+
+
+@pytest.mark.parametrize(
+    "rel",
+    [
+        "notes/deploy-AKIAFILENAME0000000Q.txt",  # an AWS access key id
+        "ghp_0123456789abcdefABCDEF0123456789abcd.md",  # a GitHub token
+        "keys-sk_live_0123456789abcdefABCD/readme.md",  # a Stripe key names a folder
+    ],
+)
+def test_names_holding_secrets_are_skipped_without_repeating_them(tmp_path: Path, rel: str) -> None:
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "deploy.txt").write_text("ok\n")
+    (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / rel).write_text("ok\n")
+    secret = next(part for part in rel.replace("/", "-").replace(".", "-").split("-")
+                  if any(c.isdigit() for c in part) and len(part) >= 20)
+    accepted, skipped = discover(tmp_path)
+    assert accepted == ["notes/deploy.txt"]
+    assert len(skipped) == 1 and "secret" in skipped[0].reason
+    assert "[REDACTED:" in skipped[0].path
+    assert secret not in repr(skipped)
+
+
+def test_ordinary_names_near_secret_patterns_are_kept(tmp_path: Path) -> None:
+    for rel in ("app/webhooks/github_events_handler_v2.py", "src/hooks/useAuthToken.ts",
+                "docs/password-reset.md", "docs/secret_key_rotation.md"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("ok\n")
+    accepted, skipped = discover(tmp_path)
+    assert len(accepted) == 4 and not skipped
