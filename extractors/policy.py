@@ -14,12 +14,14 @@ import errno
 import os
 import re
 import stat
+import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from extractors.base import Skipped
+from extractors.secrets import MARKER, redact
 from graphmem.errors import ConfigError
 
 CONFIG_FILE = "graphmem.toml"
@@ -208,6 +210,25 @@ def secret_reason(path: str) -> str | None:
     return None
 
 
+# Secret kinds that do not count in a path: the webhook rule reads URL routes, and would take
+# ordinary folders (`webhooks/github_events_v2.py`) for a hook's token.
+_NOT_SECRETS_IN_PATHS = frozenset({"webhook-url"})
+_MARKED_KIND = re.compile(re.escape(MARKER).replace(r"\{\}", r"([\w-]+)"))
+
+
+def shown_path(path: str) -> str:
+    """``path`` as reports may show it: secret-looking strings in it replaced by markers."""
+    return redact(path)[0]
+
+
+def secret_in_name(path: str) -> bool:
+    """Whether a path holds a string the content redaction takes for a secret (an access key
+    in a file name). Such a file cannot be ingested: its path is its key everywhere (graph, search
+    index, caches), and a key cannot be redacted."""
+    redacted, found = redact(path)
+    return bool(found) and any(kind not in _NOT_SECRETS_IN_PATHS for kind in _MARKED_KIND.findall(redacted))
+
+
 def binary_extension(path: str) -> str | None:
     """The extension that marks a path as binary, or None."""
     name = PurePosixPath(path).name.lower()
@@ -390,6 +411,11 @@ class Policy:
                 if unfit:
                     skipped.append(Skipped(ascii(rel)[1:-1], f"name {unfit}"))
                     continue
+                if secret_in_name(entry.name):
+                    # Reported under a redacted path: the report must not repeat the secret.
+                    shown = shown_path(rel) + ("/" if entry.is_dir(follow_symlinks=False) else "")
+                    skipped.append(Skipped(shown, "its name looks like it holds a secret; never read"))
+                    continue
                 result = self._visit(entry, rel, rules, ancestors, visited, root_real, skipped)
                 if result == "file":
                     accepted.append(rel)
@@ -508,11 +534,20 @@ def _shown(target: str, root_real: str) -> str:
     return target
 
 
+# Invisible characters that change how a name reads: bidirectional controls (U+202A-U+202E,
+# U+2066-U+2069), marks such as U+200E/U+200F and other format characters (Cf), and line breaks
+# outside ASCII (Zl, Zp). A name holding one can display as another file's (`\u202eexe.txt`).
+_INVISIBLE_CATEGORIES = frozenset({"Cf", "Zl", "Zp"})
+
+
 def _unfit_name(name: str) -> str | None:
     """Why a file or folder name cannot become part of a key (control characters such as a newline,
-    or bytes that are not valid in the file system's encoding), or None."""
-    if any(ord(ch) < 32 or ord(ch) == 127 for ch in name):
+    invisible formatting characters, or bytes that are not valid in the file system's encoding),
+    or None."""
+    if any(unicodedata.category(ch) == "Cc" for ch in name):
         return "contains control characters"
+    if any(unicodedata.category(ch) in _INVISIBLE_CATEGORIES for ch in name):
+        return "contains invisible formatting characters (such as bidirectional text controls)"
     try:
         name.encode("utf-8")
     except UnicodeEncodeError:
@@ -539,5 +574,7 @@ __all__ = [
     "glob_to_regex",
     "parse_gitignore",
     "read_project_config",
+    "secret_in_name",
     "secret_reason",
+    "shown_path",
 ]

@@ -33,6 +33,9 @@ MAX_DOC_CHARS = 2000
 _COMMENT_TYPES = frozenset({"comment", "line_comment", "block_comment"})
 # Wrappers a definition may sit in; comments above them document the definition.
 _WRAPPERS = frozenset({"decorated_definition", "export_statement", "lexical_declaration", "variable_declaration"})
+# Nodes `_anchor` and `_comment_doc` step from (besides captured ones): wrappers, Go's type
+# declarations, and what may sit above a definition.
+_NEIGHBOURS_KEPT = _WRAPPERS | _COMMENT_TYPES | {"type_declaration", "attribute_item"}
 _WHITESPACE = re.compile(r"\s+")
 _TYPE_ARGS = re.compile(r"<[^<>()]*>")
 _TURBOFISH = re.compile(r"::<[^()]*>")
@@ -133,6 +136,14 @@ class _FileParser:
     tree: Any
     defs: dict[int, _Def] = field(default_factory=dict)
     impls: dict[int, _Scope] = field(default_factory=dict)
+    # Per captured node id, from one top-down walk (see `_place_nodes`).
+    owners: dict[int, _Def | None] = field(default_factory=dict)
+    scopes: dict[int, _Def | _Scope | None] = field(default_factory=dict)
+    closures: dict[int, Any] = field(default_factory=dict)
+    # Parent and previous named sibling of captured nodes, wrappers and comments (`_anchor`,
+    # `_comment_doc`): tree-sitter finds either by searching down from the root.
+    parents: dict[int, Any] = field(default_factory=dict)
+    prev_named: dict[int, Any] = field(default_factory=dict)
 
     @property
     def language(self) -> str:
@@ -190,18 +201,80 @@ class _FileParser:
                 continue
             receiver = _type_name(self.text(match["receiver"][0])) if "receiver" in match else ""
             self.defs[node.id] = _Def(node, kind, self.text(match["name"][0]), receiver)
+        self._place_nodes({node.id for match in matches for nodes in match.values() for node in nodes})
         # Document order keeps parents before children and first overloads first.
         for item in sorted(self.defs.values(), key=lambda d: d.node.start_byte):
             self._qualify(item)
 
+    def _place_nodes(self, wanted: set[int]) -> None:
+        """Record, for each node in ``wanted``, its owner (``_enclosing_def``), its scope
+        (``_enclosing``) and the anonymous function it sits in (``_closure_end``), in one walk
+        down the tree.
+
+        Walking up instead costs the tree's depth per step: tree-sitter finds a node's parent by
+        searching down from the root. Once per call site, that made a long one-line expression
+        (minified code) take cubic time.
+        """
+        cursor = self.tree.walk()
+        # What the nodes of each open level inherit: owner, scope, anonymous function below the
+        # owner, and the definition a `decorator` child counts its calls for.
+        inherited: list[tuple[_Def | None, _Def | _Scope | None, Any, _Def | None]] = [(None, None, None, None)]
+        lineage: list[Any] = [None]  # the open nodes, the root's (absent) parent first
+        last_named: list[Any] = [None]  # per open level, the named child seen last
+        while True:
+            node = cursor.node
+            owner, scope, closure, decorated = inherited[-1]
+            if node.id in wanted or node.type in _NEIGHBOURS_KEPT:
+                self.parents[node.id], self.prev_named[node.id] = lineage[-1], last_named[-1]
+            if node.is_named:
+                last_named[-1] = node
+            if node.type == "decorator" and decorated is not None:
+                # `@fixture`, `@conan_subcommand()` and `@given(simple_classes())` are calls made
+                # for the definition they decorate: they count as its calls.
+                owner = decorated
+                inner_closure = None
+            else:
+                inner_closure = node if node.type in _ANONYMOUS_FUNCTIONS else closure
+            if node.id in wanted:
+                self.owners[node.id], self.scopes[node.id], self.closures[node.id] = owner, scope, closure
+            if cursor.goto_first_child():
+                definition = self.defs.get(node.id)
+                target = node.child_by_field_name("definition") if node.type == "decorated_definition" else None
+                inherited.append((
+                    definition or owner,
+                    definition or self.impls.get(node.id) or scope,
+                    None if definition is not None else inner_closure,
+                    self.defs.get(target.id) if target is not None else None,
+                ))
+                lineage.append(node)
+                last_named.append(None)
+                continue
+            while not cursor.goto_next_sibling():
+                if not cursor.goto_parent():
+                    return
+                inherited.pop()
+                lineage.pop()
+                last_named.pop()
+
+    def _anchor(self, node: Any) -> Any:
+        """The outermost wrapper of a definition (decorators, export, `const x = ...`)."""
+        anchor = node
+        parent = self._parent(anchor)
+        while parent is not None and parent.type in _WRAPPERS:
+            anchor, parent = parent, self._parent(parent)
+        if anchor.type == "type_spec" and parent is not None and parent.named_child_count == 1:
+            anchor = parent
+        return anchor
+
+    def _parent(self, node: Any) -> Any | None:
+        return self.parents[node.id] if node.id in self.parents else node.parent
+
+    def _prev_named(self, node: Any) -> Any | None:
+        return self.prev_named[node.id] if node.id in self.prev_named else node.prev_named_sibling
+
     def _enclosing(self, node: Any) -> _Def | _Scope | None:
-        parent = node.parent
-        while parent is not None:
-            found = self.defs.get(parent.id) or self.impls.get(parent.id)
-            if found is not None:
-                return found
-            parent = parent.parent
-        return None
+        """The definition or Rust ``impl`` block ``node`` sits in."""
+        return self.scopes[node.id]
 
     def _qualify(self, item: _Def) -> None:
         outer = self._enclosing(item.node)
@@ -217,7 +290,7 @@ class _FileParser:
         if item.receiver:
             parent_qual = item.receiver
         item.qualname = f"{parent_qual}.{item.name}" if parent_qual else item.name
-        anchor = _anchor(item.node)
+        anchor = self._anchor(item.node)
         start, end = anchor.start_point.row + 1, item.node.end_point.row + 1
         symbol = SymbolFact(
             qualname=item.qualname,
@@ -239,10 +312,11 @@ class _FileParser:
 
     def _signature(self, node: Any) -> str:
         start_node = node
-        if node.type == "variable_declarator" and node.parent is not None:
-            start_node = node.parent
-        elif node.type == "type_spec" and node.parent is not None and node.parent.named_child_count == 1:
-            start_node = node.parent
+        parent = self._parent(node)
+        if node.type == "variable_declarator" and parent is not None:
+            start_node = parent
+        elif node.type == "type_spec" and parent is not None and parent.named_child_count == 1:
+            start_node = parent
         body = _body_of(node)
         if body is not None and body.start_byte > start_node.start_byte:
             raw = self.source[start_node.start_byte : body.start_byte].decode("utf-8", errors="replace")
@@ -269,7 +343,7 @@ class _FileParser:
         it starts on (0 when there is none)."""
         parts: list[str] = []
         start_row = anchor.start_point.row
-        sibling = anchor.prev_named_sibling
+        sibling = self._prev_named(anchor)
         while sibling is not None:
             if sibling.type == "attribute_item" and sibling.end_point.row >= start_row - 1:
                 start_row = sibling.start_point.row
@@ -281,7 +355,7 @@ class _FileParser:
                 start_row = sibling.start_point.row
             else:
                 break
-            sibling = sibling.prev_named_sibling
+            sibling = self._prev_named(sibling)
         return _clean_comment("\n".join(reversed(parts))), (start_row + 1 if parts else 0)
 
     def _finish_symbols(self) -> None:
@@ -365,21 +439,14 @@ class _FileParser:
                     self.facts.calls.append(CallFact(caller, callee, kid.start_point.row + 1))
 
     def _enclosing_def(self, node: Any) -> _Def | None:
-        current = node
-        while current is not None:
-            found = self.defs.get(current.id) if current is not node else None
-            if found is not None:
-                return found
-            decorated = current.parent if current.type == "decorator" else None
-            if decorated is not None and decorated.type == "decorated_definition":
-                # `@fixture`, `@conan_subcommand()` and `@given(simple_classes())` are calls made
-                # for the definition they decorate: they count as its calls.
-                definition = decorated.child_by_field_name("definition")
-                found = self.defs.get(definition.id) if definition is not None else None
-                if found is not None:
-                    return found
-            current = current.parent
-        return None
+        """The definition ``node`` (a captured node) belongs to: the nearest one above it, or the
+        one a decorator it sits in decorates."""
+        return self.owners[node.id]
+
+    def _closure_end(self, node: Any) -> int:
+        """Last line of the anonymous function ``node`` is bound in, below its owner; 0: none."""
+        closure = self.closures[node.id]
+        return int(closure.end_point.row + 1) if closure is not None else 0
 
     def _inherit(self, match: dict[str, list[Any]]) -> None:
         owner = self.defs.get(match["inherit.owner"][0].id)
@@ -422,7 +489,7 @@ class _FileParser:
             owner.symbol.fields.setdefault(var, type_text)
         elif owner.symbol is not None:
             symbol, line = owner.symbol, var_node.start_point.row + 1
-            binding = [line, type_text, _closure_end(var_node, owner.node)]
+            binding = [line, type_text, self._closure_end(var_node)]
             if var not in symbol.locals:
                 symbol.locals[var] = type_text
                 symbol.local_lines[var] = binding
@@ -453,31 +520,11 @@ _ANONYMOUS_FUNCTIONS = frozenset({"func_literal", "lambda", "arrow_function", "f
                                   "lambda_expression", "closure_expression"})
 
 
-def _closure_end(node: Any, definition: Any) -> int:
-    """Last line of the anonymous function ``node`` is bound in, below ``definition``; 0: none."""
-    parent = node.parent
-    while parent is not None and parent != definition:
-        if parent.type in _ANONYMOUS_FUNCTIONS:
-            return int(parent.end_point.row + 1)
-        parent = parent.parent
-    return 0
-
-
 def _matches(language: str, root: Any) -> list[dict[str, list[Any]]]:
     import tree_sitter
 
     cursor = tree_sitter.QueryCursor(query(language))
     return [captures for _, captures in cursor.matches(root)]
-
-
-def _anchor(node: Any) -> Any:
-    """The outermost wrapper of a definition (decorators, export, `const x = ...`)."""
-    anchor = node
-    while anchor.parent is not None and anchor.parent.type in _WRAPPERS:
-        anchor = anchor.parent
-    if anchor.type == "type_spec" and anchor.parent is not None and anchor.parent.named_child_count == 1:
-        anchor = anchor.parent
-    return anchor
 
 
 def _body_of(node: Any) -> Any | None:
@@ -633,7 +680,7 @@ def _js_require(reader: _FileParser, call: Any) -> list[ImportFact]:
     if not module:
         return []
     fact = ImportFact(module=module, line=call.start_point.row + 1, kind="require")
-    parent = call.parent
+    parent = reader._parent(call)
     if parent is not None and parent.type == "variable_declarator":
         target = parent.child_by_field_name("name")
         if target is not None and target.type == "identifier":

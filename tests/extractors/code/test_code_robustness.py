@@ -75,6 +75,44 @@ def test_two_megabyte_generated_file_parses():
     assert elapsed < 120
 
 
+def _chain(n: int) -> str:
+    return "+".join(f"f{i}(x)" for i in range(n))
+
+
+# One long expression, as minified code has: finding each call's owner used to walk up the whole
+# expression from every call, in time cubic in its length (minutes at this size).
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(
+    "path, source, owner",
+    [
+        ("min/app.js", f"var a={_chain(20_000)};", ""),
+        ("gen/calc.py", f"@cache\ndef total(x):\n    return {_chain(20_000)}\n", "total"),
+        ("gen/calc.ts", f"class C {{ total(x: number) {{ return {_chain(20_000)}; }} }}\n", "C.total"),
+        ("gen/calc.go", f"package calc\nfunc Total(x int) int {{ return {_chain(20_000)} }}\n", "Total"),
+        ("gen/Calc.java", f"class Calc {{ int total(int x) {{ return {_chain(20_000)}; }} }}\n", "Calc.total"),
+    ],
+)
+def test_long_one_line_expression_keeps_every_call(path, source, owner):
+    facts = parse_file(path, source.encode())
+    calls = [c for c in facts.calls if c.callee != "cache"]
+    assert sorted(c.callee for c in calls) == sorted(f"f{i}" for i in range(20_000))
+    assert {c.caller for c in calls} == {owner}
+    if path.endswith(".py"):
+        assert [c.caller for c in facts.calls if c.callee == "cache"] == ["total"]
+
+
+# Definitions deep in one expression: finding each one's wrapper and the comment above it used to
+# step up (or back) from the root per definition, in time quadratic in the nesting (minutes here).
+@pytest.mark.timeout(60)
+def test_definitions_deep_in_one_expression_keep_their_docs():
+    n = 30_000
+    source = "var a = {" + "".join(f"k{i}: {{ /** Step {i}. */ m{i}() {{ return g(); }},\n" for i in range(n))
+    facts = parse_file("min/deep.js", (source + "}" * n + "};\n").encode())
+    docs = {s.qualname: s.docstring for s in facts.symbols}
+    assert len(docs) == n and docs["m0"] == "Step 0." and docs[f"m{n - 1}"] == f"Step {n - 1}."
+    assert len(facts.calls) == n and {c.caller for c in facts.calls} == {f"m{i}" for i in range(n)}
+
+
 def test_file_facts_round_trip_through_json(project_facts):
     for facts in project_facts.values():
         data = json.loads(json.dumps(facts.to_dict()))

@@ -253,3 +253,64 @@ def test_parse_gitignore_skips_comments_and_blank_lines() -> None:
     assert rules[0].matches("sub/x.tmp") and not rules[0].matches("x.tmp")
     assert rules[1].matches("sub/#literal")
     assert binary_extension("A.PNG") == "png" and binary_extension("a.py") is None
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "invoice\u202etxt.py",  # right-to-left override: shows as "invoiceyp.txt"
+        "a\u202ab.py", "a\u202cb.py", "a\u2066b.py", "a\u2069b.py",  # embeddings and isolates
+        "left\u200eright.md", "left\u200fright.md",  # directional marks
+        "zero\u200bwidth.md", "bom\ufeff.md",  # zero-width space, byte order mark
+        "line\u2028sep.md", "c1\u0085control.md",  # separators and controls outside ASCII
+    ],
+)
+def test_names_with_invisible_or_bidi_characters_are_skipped(tmp_path: Path, name: str) -> None:
+    (tmp_path / "ok.py").write_text("x = 1\n")
+    (tmp_path / name).write_text("x = 1\n")
+    (tmp_path / ("dir" + name[-4:-3] + "\u202e")).mkdir()
+    (tmp_path / ("dir" + name[-4:-3] + "\u202e") / "inner.py").write_text("x = 1\n")
+    accepted, skipped = discover(tmp_path)
+    assert accepted == ["ok.py"]
+    reasons = {s.path: s.reason for s in skipped}
+    assert len(reasons) == 2 and all(r.startswith("name contains") for r in reasons.values()), reasons
+    # The reported path shows the hidden characters as escapes, never as text that reorders.
+    assert all(p.isascii() for p in reasons)
+
+
+def test_names_in_other_scripts_are_kept(tmp_path: Path) -> None:
+    for name in ("café.py", "مرحبا.md", "日本語.md", "emoji_🎉.md"):
+        (tmp_path / name).write_text("x = 1\n")
+    accepted, skipped = discover(tmp_path)
+    assert len(accepted) == 4 and not skipped
+
+
+@pytest.mark.parametrize(
+    "rel",
+    [
+        "notes/deploy-AKIAFILENAME0000000Q.txt",  # an AWS access key id
+        "ghp_0123456789abcdefABCDEF0123456789abcd.md",  # a GitHub token
+        "keys-sk_live_0123456789abcdefABCD/readme.md",  # a Stripe key names a folder
+    ],
+)
+def test_names_holding_secrets_are_skipped_without_repeating_them(tmp_path: Path, rel: str) -> None:
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "deploy.txt").write_text("ok\n")
+    (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / rel).write_text("ok\n")
+    secret = next(part for part in rel.replace("/", "-").replace(".", "-").split("-")
+                  if any(c.isdigit() for c in part) and len(part) >= 20)
+    accepted, skipped = discover(tmp_path)
+    assert accepted == ["notes/deploy.txt"]
+    assert len(skipped) == 1 and "secret" in skipped[0].reason
+    assert "[REDACTED:" in skipped[0].path
+    assert secret not in repr(skipped)
+
+
+def test_ordinary_names_near_secret_patterns_are_kept(tmp_path: Path) -> None:
+    for rel in ("app/webhooks/github_events_handler_v2.py", "src/hooks/useAuthToken.ts",
+                "docs/password-reset.md", "docs/secret_key_rotation.md"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("ok\n")
+    accepted, skipped = discover(tmp_path)
+    assert len(accepted) == 4 and not skipped
