@@ -113,3 +113,34 @@ def test_an_empty_or_damaged_store_file_is_an_error_and_left_as_it_is(tmp_path: 
             assert graph.read_bytes() == content, command  # not made into a new database
         assert (home / "shop" / "index").is_dir()
 
+
+
+def test_checking_a_store_file_keeps_the_locks_this_process_holds_on_it(tmp_path: Path) -> None:
+    """Opening a second store on the same file checks that it is a database. Closing a plain file
+    descriptor of it would drop the POSIX locks this process's connections hold on it: another
+    process closing its own connection then takes itself for the last one and removes the
+    write-ahead log under them (they saw "disk I/O error")."""
+    import sqlite3
+
+    from graphmem.stores.embedded import _check_database
+
+    first = EmbeddedStore(tmp_path, "p")
+    first.counts()  # the store file is made on first use
+    first.close()
+    path = tmp_path / "p" / "graph.sqlite"
+    holder = sqlite3.connect(path, isolation_level=None)
+    try:
+        assert holder.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        holder.execute("SELECT count(*) FROM meta").fetchone()
+        _check_database(path)
+        subprocess.run([sys.executable, "-c", textwrap.dedent(f"""
+            import sqlite3
+            db = sqlite3.connect({str(path)!r}, isolation_level=None, timeout=30)
+            db.execute("INSERT INTO meta (name, value) VALUES ('probe', 'written elsewhere')")
+            db.close()
+            """)], check=True, capture_output=True, text=True, timeout=60)
+        assert path.with_name("graph.sqlite-wal").exists()  # still in use here: not removed
+        rows = holder.execute("SELECT value FROM meta WHERE name = 'probe'").fetchall()
+        assert rows == [("written elsewhere",)]
+    finally:
+        holder.close()

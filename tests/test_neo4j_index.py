@@ -12,9 +12,10 @@ import pytest
 
 from graphmem.api import Graphmem
 from graphmem.config import Settings
-from graphmem.errors import ConfigError
+from graphmem.errors import ConfigError, ModelError
 from graphmem.model import Chunk, Node, Provenance
 from graphmem.retrieval import neo4j_index
+from graphmem.retrieval.engine import MAX_QUESTION_CHARS
 from graphmem.retrieval.neo4j_index import Neo4jIndexes, text_query
 from graphmem.retrieval.tokenize import tokenize
 from graphmem.stores.neo4j import vector_index_name
@@ -228,7 +229,11 @@ def test_hostile_and_huge_queries(tmp_path: Path, open_gm: Callable[..., Graphme
     gm.ingest(write_repo(tmp_path / "repo", {"payments/charge.py": FILES["payments/charge.py"]}))
     hits = gm.indexes.bm25.search(query, 10)
     assert {cid for cid, _ in hits} <= gm.store.chunk_ids()
-    assert gm.query(query, mode="hybrid", k=5).results is not None
+    if len(query.strip()) > MAX_QUESTION_CHARS:  # a question, not a document: refused, nothing run
+        with pytest.raises(ModelError, match="question too long"):
+            gm.query(query, mode="hybrid", k=5)
+    else:
+        assert gm.query(query, mode="hybrid", k=5).results is not None
 
 
 def test_text_query_quotes_every_term() -> None:

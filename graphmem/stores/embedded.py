@@ -183,9 +183,6 @@ class _ReadWriteLock:
                 self._cond.notify_all()
 
 
-_SQLITE_HEADER = b"SQLite format 3\x00"
-
-
 def _create_database(path: Path) -> None:
     """Create the store file complete (WAL mode and tables) under a temporary name, then link it into
     place: ``graph.sqlite`` is thus never seen empty, so an empty one always means damage.
@@ -211,17 +208,30 @@ def _create_database(path: Path) -> None:
 
 
 def _check_database(path: Path) -> None:
-    """Refuse a store file that is not an SQLite database before SQLite sees it: SQLite takes an
-    empty file for a new database and would write a fresh, empty graph over it."""
-    with open(path, "rb") as f:
-        header = f.read(len(_SQLITE_HEADER))
-    if header == _SQLITE_HEADER:
-        return
-    what = "empty (0 bytes)" if not header else "damaged (not an SQLite database)"
-    raise StoreError(
-        f"the store file {path} is {what}; nothing was written to it. Restore it from a backup, or, "
-        f"to rebuild the project from its repository, move the project folder {path.parent} aside and "
-        "run `graphmem ingest` again.")
+    """Refuse a store file that is not an SQLite database before the store opens it: SQLite takes an
+    empty file for a new database and would write a fresh, empty graph over it.
+
+    The file is never opened directly: closing any descriptor of it drops the POSIX locks that this
+    process's other connections hold on it. A read-only SQLite connection shares those locks safely."""
+    what = ""
+    if path.stat().st_size == 0:
+        what = "empty (0 bytes)"
+    else:
+        try:
+            probe = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=60)
+            try:
+                probe.execute("PRAGMA schema_version").fetchone()
+            finally:
+                probe.close()
+        except sqlite3.DatabaseError as exc:
+            if "not a database" not in str(exc) and "malformed" not in str(exc):
+                raise  # locked or unreadable: SQLite's own message says more than a guess would
+            what = "damaged (not an SQLite database)"
+    if what:
+        raise StoreError(
+            f"the store file {path} is {what}; nothing was written to it. Restore it from a backup, or, "
+            f"to rebuild the project from its repository, move the project folder {path.parent} aside and "
+            "run `graphmem ingest` again.")
 
 
 class EmbeddedStore(TraversalMixin):
