@@ -21,6 +21,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from extractors.base import Skipped
+from extractors.code.languages import MINIFIED_SNIFF_BYTES, language_for, looks_minified
 from extractors.secrets import MARKER, redact
 from graphmem.errors import ConfigError
 
@@ -372,6 +373,8 @@ class Policy:
             return f"unreadable: {exc.strerror or exc}"
         if b"\x00" in head:
             return "binary file (NUL bytes in the first 8 KiB)"
+        if language_for(path) and looks_minified(head):
+            return f"minified or generated code (no line break in its first {MINIFIED_SNIFF_BYTES // 1024} KiB)"
         return None
 
     # -- the walk --

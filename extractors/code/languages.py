@@ -52,6 +52,17 @@ FAMILY: dict[str, str] = {
 }
 
 
+MINIFIED_SNIFF_BYTES = 8192
+
+
+def looks_minified(data: bytes) -> bool:
+    """Whether source text is minified or generated: no line break in its first 8 KiB. Its symbols
+    say little, and one expression tens of thousands of calls deep costs tree-sitter's queries
+    minutes, so such code is recorded, never parsed."""
+    head = data[:MINIFIED_SNIFF_BYTES]
+    return len(head) == MINIFIED_SNIFF_BYTES and b"\n" not in head and b"\r" not in head
+
+
 def language_for(path: str) -> str | None:
     """The language of a file from its name, or None when the extractor does not read it."""
     name = path.rsplit("/", 1)[-1]

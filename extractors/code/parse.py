@@ -21,7 +21,7 @@ from extractors.code.facts import (
     ImportFact,
     SymbolFact,
 )
-from extractors.code.languages import language_for, parser, query
+from extractors.code.languages import language_for, looks_minified, parser, query
 
 # Beyond this size a file is recorded (node, line count) but not parsed: such files are generated
 # data, and parsing them costs more than their symbols are worth.
@@ -99,8 +99,8 @@ def parse_file(path: str, data: bytes) -> FileFacts:
         match = re.search(r"^\s*module\s+(\S+)", text, re.MULTILINE)
         facts.package = match.group(1).strip('"') if match else ""
         return facts
-    if not text.strip() or len(data) > MAX_PARSE_BYTES:
-        return facts
+    if not text.strip() or len(data) > MAX_PARSE_BYTES or looks_minified(data):
+        return facts  # a version in history too (commit hunks are mapped onto symbols with this)
     # Re-encode so that byte offsets agree with the (transcoded) text.
     source = text.encode("utf-8") if decode_errors else data
     tree = parser(language).parse(source)

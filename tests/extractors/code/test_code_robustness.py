@@ -79,17 +79,19 @@ def _chain(n: int) -> str:
     return "+".join(f"f{i}(x)" for i in range(n))
 
 
-# One long expression, as minified code has: finding each call's owner used to walk up the whole
-# expression from every call, in time cubic in its length (minutes at this size).
+# One long expression, as generated code has: finding each call's owner used to walk up the whole
+# expression from every call, in time cubic in its length (minutes at this size). Each file starts
+# with a short line: one without a line break in its first 8 KiB is minified and never parsed.
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize(
     "path, source, owner",
     [
-        ("min/app.js", f"var a={_chain(20_000)};", ""),
+        ("min/app.js", f"// generated\nvar a={_chain(20_000)};", ""),
         ("gen/calc.py", f"@cache\ndef total(x):\n    return {_chain(20_000)}\n", "total"),
-        ("gen/calc.ts", f"class C {{ total(x: number) {{ return {_chain(20_000)}; }} }}\n", "C.total"),
+        ("gen/calc.ts", f"// generated\nclass C {{ total(x: number) {{ return {_chain(20_000)}; }} }}\n", "C.total"),
         ("gen/calc.go", f"package calc\nfunc Total(x int) int {{ return {_chain(20_000)} }}\n", "Total"),
-        ("gen/Calc.java", f"class Calc {{ int total(int x) {{ return {_chain(20_000)}; }} }}\n", "Calc.total"),
+        ("gen/Calc.java", f"// generated\nclass Calc {{ int total(int x) {{ return {_chain(20_000)}; }} }}\n",
+         "Calc.total"),
     ],
 )
 def test_long_one_line_expression_keeps_every_call(path, source, owner):
@@ -99,6 +101,15 @@ def test_long_one_line_expression_keeps_every_call(path, source, owner):
     assert {c.caller for c in calls} == {owner}
     if path.endswith(".py"):
         assert [c.caller for c in facts.calls if c.callee == "cache"] == ["total"]
+
+
+def test_minified_code_is_recorded_not_parsed():
+    """No line break in the first 8 KiB: minified. Its lines are counted, nothing is parsed (an
+    expression 85,000 calls deep took tree-sitter's queries over a minute)."""
+    facts = parse_file("min/bundle.js", f"var a={_chain(3_000)};function g(){{return a}}".encode())
+    assert facts.lines == 1 and not facts.symbols and not facts.calls
+    kept = parse_file("min/short.js", b"var a=f0(x);function g(){return a}")
+    assert [s.qualname for s in kept.symbols] == ["g"]
 
 
 # Definitions deep in one expression: finding each one's wrapper and the comment above it used to

@@ -97,6 +97,17 @@ def test_excluded_folders_binaries_size_and_empty_files(tmp_path: Path) -> None:
     assert not any(p.startswith(("node_modules/x", ".git/config")) for p in why), "pruned, not walked"
 
 
+def test_minified_code_is_skipped_but_long_lines_of_prose_and_short_files_are_kept(tmp_path: Path) -> None:
+    calls = "+".join(f"f{i}(x)" for i in range(3000))  # one line, over 8 KiB: how minifiers write
+    write(tmp_path, "web/bundle.min.js", f"var a={calls};")
+    write(tmp_path, "web/app.js", f"function g() {{ return a; }}\nvar a={calls};\n")  # a line break early on
+    write(tmp_path, "web/tiny.js", "var a=f0(x)+f1(x);")  # one line, but short
+    write(tmp_path, "notes/one-line.md", "word " * 3000)  # prose is not parsed as code
+    files, skipped = Policy().discover(tmp_path)
+    assert files == ["notes/one-line.md", "web/app.js", "web/tiny.js"]
+    assert reasons(skipped)["web/bundle.min.js"] == "minified or generated code (no line break in its first 8 KiB)"
+
+
 def test_gitignore_rules_including_negation_and_nested_files(tmp_path: Path) -> None:
     write(tmp_path, ".gitignore", "*.log\n!keep.log\ngenerated/\n/only-root.txt\n")
     for rel in ("app.log", "keep.log", "generated/a.py", "only-root.txt", "sub/only-root.txt",
