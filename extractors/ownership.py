@@ -20,9 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from extractors.base import Extraction, Skipped
+from extractors.base import Extraction, Skipped, clean_reason
 from extractors.policy import CONFIG_FILE, GlobRule, Policy, read_project_config
-from extractors.secrets import redact
 from graphmem.errors import ConfigError
 from graphmem.model import (
     Node,
@@ -222,8 +221,7 @@ _QUOTE_COUNT = 3
 def _quote(token: str) -> str:
     """``token`` for a message: secrets redacted (a misplaced access token is not an owner, but
     must not reach logs either), clipped to :data:`_QUOTE_LIMIT` characters."""
-    token = redact(token)[0]
-    return repr(token if len(token) <= _QUOTE_LIMIT else token[:_QUOTE_LIMIT] + "...")
+    return repr(clean_reason(token, _QUOTE_LIMIT))
 
 
 def _not_owners(tokens: list[str]) -> str:

@@ -414,25 +414,25 @@ def _newest_change_first(final: dict[str, float], edges: list[Edge], cat: Catalo
     when the answer is a person, above every other node (in their own order). What the question
     is about: the nodes it steps to ("who last changed the caller of X": X's callers), else the
     ones it names. A merge commit's author brought the change in but did not write it, so a merge
-    is the newest change only when nothing else changed the node."""
+    is the newest change only when nothing else changed the node (see ``_change_rank``)."""
     stepped = {key for key, link in result.linked.items() if link.reason is LinkReason.STEPPED}
     subjects = stepped or {key for key, link in result.linked.items() if link.named}
-    newest: dict[str, tuple[bool, str, str]] = {}  # subject -> (not a merge, date, commit)
+    newest: dict[str, tuple[bool, bool, str, str]] = {}  # subject -> its newest change's _change_rank
     authors: dict[str, set[str]] = {}
     for e in edges:
-        # A change to a class's method changes the class; a root commit only created what it touched.
+        # A change to a class's method changes the class.
         subject = e.step.dst if e.step.dst in subjects else _owner_in(e.step.dst, subjects)
-        if e.step.type in _CHANGE_TYPES and subject is not None and e.step.src not in cat.root_commits:
-            change = (e.step.src not in cat.merge_commits, cat.nodes.get(e.step.src, (None, "", None))[2] or "",
-                      e.step.src)
-            newest[subject] = max(newest.get(subject, change), change)
+        if e.step.type in _CHANGE_TYPES and subject is not None:
+            newest[subject] = max(newest.get(subject, _NO_CHANGE), _change_rank(e.step.src, cat))
         elif e.step.type == RelType.AUTHORED.value:
             authors.setdefault(e.step.dst, set()).add(e.step.src)
+    # A root commit only created what it touched: no answer to who changed it.
+    newest = {subject: rank for subject, rank in newest.items() if rank[0]}
     if not newest:
         return final
     out = dict(final)
     top = max(final.values(), default=1.0)
-    for _, _, commit in newest.values():
+    for *_, commit in newest.values():
         picked = ([commit] if not answer or NodeKind.COMMIT in answer else []) + sorted(
             authors.get(commit, ()) if NodeKind.PERSON in answer else ())
         for key in picked:
@@ -483,19 +483,28 @@ _CHANGE_TYPES = frozenset({RelType.MODIFIED.value, RelType.CHANGED.value})
 
 def _latest_change_factors(edges: list[Edge], cat: Catalog, config: WalkConfig) -> dict[tuple[str, str, str], float]:
     """For "who last changed X": of the commits that changed each symbol or file, the newest one's
-    change relationship weighs ``latest_change_boost`` times more, the older ones less."""
-    newest: dict[str, tuple[str, tuple[str, str, str]]] = {}
+    (by ``_change_rank``) change relationship weighs ``latest_change_boost`` times more, the older
+    ones less."""
+    newest: dict[str, tuple[tuple[bool, bool, str, str], tuple[str, str, str]]] = {}
     changes: list[tuple[str, str, str]] = []
     for e in edges:
-        if e.step.type not in (RelType.MODIFIED.value, RelType.CHANGED.value):
+        if e.step.type not in _CHANGE_TYPES:
             continue
         ident = (e.step.src, e.step.type, e.step.dst)
         changes.append(ident)
-        when = cat.nodes.get(e.step.src, (None, "", None))[2] or ""
-        if when > newest.get(e.step.dst, ("", ident))[0]:
-            newest[e.step.dst] = (when, ident)
+        newest[e.step.dst] = max(newest.get(e.step.dst, (_NO_CHANGE, ident)), (_change_rank(e.step.src, cat), ident))
     latest = {ident for _, ident in newest.values()}
     return {ident: config.latest_change_boost if ident in latest else config.older_change_factor for ident in changes}
+
+
+def _change_rank(commit: str, cat: Catalog) -> tuple[bool, bool, str, str]:
+    """How recent a change ``commit`` is, as a sortable key: a root commit (which only creates) and
+    a merge (whose author brought others' changes in) rank below any other change, then the date."""
+    return (commit not in cat.root_commits, commit not in cat.merge_commits,
+            cat.nodes.get(commit, (None, "", None))[2] or "", commit)
+
+
+_NO_CHANGE = (False, False, "", "")
 
 
 def _path_to(key: str, parent: dict[str, tuple[str, Step] | None]) -> Path:
