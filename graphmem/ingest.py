@@ -34,6 +34,7 @@ import orjson
 
 from extractors import code
 from extractors.base import Extraction, Skipped
+from extractors.code.parse import MAX_QUERY_DEPTH
 from extractors.decisions import extract_decision, is_decision_record
 from extractors.docs import CHECKED_KINDS, DocContext, extract_document, is_document
 from extractors.git import GitError, changed_paths_since, extract_history, head_commit, is_git_repo, root_commits
@@ -508,6 +509,9 @@ def ingest(
     for f in facts.values():
         if f.has_syntax_errors:
             report.skipped.append(Skipped(f.path, "syntax errors: kept what parsed"))
+        if f.too_deep:
+            report.skipped.append(Skipped(f.path, f"nested more than {MAX_QUERY_DEPTH} levels deep (generated code?): "
+                                                  "kept what lies above that depth"))
         if f.decode_errors and f.path in changed:
             report.skipped.append(Skipped(f.path, "not UTF-8: read in the encoding it declares, else Windows-1252"))
 

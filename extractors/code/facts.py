@@ -88,6 +88,8 @@ class FileFacts:
     source: str = ""
     has_syntax_errors: bool = False
     decode_errors: bool = False
+    # Nested deeper than the parser reads (``parse.MAX_QUERY_DEPTH``): what lies below is missing.
+    too_deep: bool = False
     package: str = ""
     docstring: str = ""
     symbols: list[SymbolFact] = field(default_factory=list)

@@ -26,6 +26,11 @@ from extractors.code.languages import language_for, looks_minified, parser, quer
 # Beyond this size a file is recorded (node, line count) but not parsed: such files are generated
 # data, and parsing them costs more than their symbols are worth.
 MAX_PARSE_BYTES = 8 * 1024 * 1024
+# Query patterns start at most this many levels below a file's root. Written code nests a few dozen
+# levels; a generated or hostile expression nested tens of thousands deep made tree-sitter's query
+# matching take minutes (its in-progress matches grow with the depth). Below this depth nothing is
+# read, and the file says so (``FileFacts.too_deep``).
+MAX_QUERY_DEPTH = 32_000
 MAX_SIGNATURE_CHARS = 400
 MAX_CALLEE_CHARS = 200
 MAX_DOC_CHARS = 2000
@@ -222,6 +227,8 @@ class _FileParser:
         lineage: list[Any] = [None]  # the open nodes, the root's (absent) parent first
         last_named: list[Any] = [None]  # per open level, the named child seen last
         while True:
+            if len(lineage) > MAX_QUERY_DEPTH:
+                self.facts.too_deep = True
             node = cursor.node
             owner, scope, closure, decorated = inherited[-1]
             if node.id in wanted or node.type in _NEIGHBOURS_KEPT:
@@ -524,6 +531,7 @@ def _matches(language: str, root: Any) -> list[dict[str, list[Any]]]:
     import tree_sitter
 
     cursor = tree_sitter.QueryCursor(query(language))
+    cursor.set_max_start_depth(MAX_QUERY_DEPTH)
     return [captures for _, captures in cursor.matches(root)]
 
 

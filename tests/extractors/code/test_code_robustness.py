@@ -116,12 +116,45 @@ def test_minified_code_is_recorded_not_parsed():
 # step up (or back) from the root per definition, in time quadratic in the nesting (minutes here).
 @pytest.mark.timeout(60)
 def test_definitions_deep_in_one_expression_keep_their_docs():
-    n = 30_000
+    n = 15_000  # about 30,000 levels: within what the parser reads (MAX_QUERY_DEPTH)
     source = "var a = {" + "".join(f"k{i}: {{ /** Step {i}. */ m{i}() {{ return g(); }},\n" for i in range(n))
     facts = parse_file("min/deep.js", (source + "}" * n + "};\n").encode())
     docs = {s.qualname: s.docstring for s in facts.symbols}
     assert len(docs) == n and docs["m0"] == "Step 0." and docs[f"m{n - 1}"] == f"Step {n - 1}."
     assert len(facts.calls) == n and {c.caller for c in facts.calls} == {f"m{i}" for i in range(n)}
+
+
+# Calls nested in calls, as a generator or an attacker writes them: tree-sitter's query matching
+# took over a minute at 65,000 levels. Below MAX_QUERY_DEPTH nothing is read, and the file says so.
+@pytest.mark.timeout(120)
+def test_code_nested_deeper_than_the_parser_reads_is_cut_and_reported(tmp_path):
+    from graphmem.ingest import ingest
+    from graphmem.stores.embedded import EmbeddedStore
+    from extractors.code.parse import MAX_QUERY_DEPTH
+
+    n = MAX_QUERY_DEPTH  # each call adds two levels (the call and its arguments)
+    source = f"// generated\nfunction outer() {{ return {'f(' * n}1{')' * n}; }}\nfunction after() {{ return g(); }}\n"
+    facts = parse_file("gen/deep.js", source.encode())
+    assert facts.too_deep
+    assert {s.qualname for s in facts.symbols} == {"outer", "after"}
+    assert 0 < sum(c.callee == "f" for c in facts.calls) < n
+    assert [c.caller for c in facts.calls if c.callee == "g"] == ["after"]
+    shallow = parse_file("gen/shallow.js", f"function outer() {{ return {'f(' * 200}1{')' * 200}; }}\n".encode())
+    assert not shallow.too_deep and sum(c.callee == "f" for c in shallow.calls) == 200
+
+    repo = tmp_path / "repo"
+    (repo / "gen").mkdir(parents=True)
+    (repo / "gen" / "deep.js").write_text(source)
+    (repo / "ok.py").write_text("def ok():\n    return 1\n")
+    store = EmbeddedStore(tmp_path / "home", "deep")
+    store.ensure_schema()
+    try:
+        report = ingest(repo, store, cache_dir=tmp_path / "cache")
+        assert any(s.path == "gen/deep.js" and "levels deep" in s.reason for s in report.skipped)
+        assert store.get_nodes(["sym:gen/deep.js::after", "sym:ok.py::ok"]).keys() == {
+            "sym:gen/deep.js::after", "sym:ok.py::ok"}
+    finally:
+        store.close()
 
 
 def test_file_facts_round_trip_through_json(project_facts):
