@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import os
 import zipfile
 from collections.abc import Iterator
@@ -248,6 +250,29 @@ def test_what_an_incident_affected_is_no_hypothetical(text: str) -> None:
     assert RelType.AFFECTED in q.rel_types and RelType.DEPENDS_ON not in q.directions, q.as_dict()
 
 
+@pytest.mark.parametrize("text", [
+    "Which database does billing use?",
+    "What framework does the gateway depend on?",
+    "Which logging library does the gateway call?",
+])
+def test_a_thing_no_node_kind_names_is_not_read_as_the_relationship_s_kind(text: str) -> None:
+    """"Which database does billing use": a database is no function, though "use" reads as calling."""
+    q = parse_question(text, REF)
+    assert q.answer_kinds == () and not q.directions and not q.main_rel_types, q.as_dict()
+
+
+@pytest.mark.parametrize("text, kind", [
+    ("What does billing call?", NodeKind.SYMBOL),
+    ("What else does billing call?", NodeKind.SYMBOL),
+    ("Which services does billing depend on?", NodeKind.SERVICE),
+    ("Which functions does charge call?", NodeKind.SYMBOL),
+    ("What internal calls does charge make?", NodeKind.SYMBOL),
+])
+def test_a_kind_word_or_none_keeps_the_relationship(text: str, kind: NodeKind) -> None:
+    q = parse_question(text, REF)
+    assert q.answer_kinds[0] is kind and q.directions, q.as_dict()
+
+
 def test_its_own_is_no_ownership() -> None:
     assert RelType.OWNS not in parse_question("Where is flush used outside its own package?", REF).rel_types
     assert RelType.OWNS not in parse_question("Why does the parser keep their own buffer?", REF).rel_types
@@ -488,6 +513,14 @@ def test_the_example_questions_rank_the_neighbour_in_the_asked_role_first(answer
     gm, facts = answered
     q = next(q for q in facts["questions"] if q["id"] == qid)
     assert gm.query(q["question"], mode="hybrid", k=5).keys[0] in q["gold"], qid
+
+
+def test_which_database_a_service_uses_is_answered_by_what_says_so_not_by_its_code(
+        answered: tuple[Graphmem, dict]) -> None:
+    gm, _ = answered
+    keys = gm.query("Which database does billing use?", mode="hybrid", k=5).keys
+    first = gm.store.get_nodes(keys[:1])[keys[0]]
+    assert keys[0].startswith(("adr:", "doc:")) and "postgres" in json.dumps(first.props).lower(), keys
 
 
 def test_what_a_failure_reaches_is_the_services_depending_on_the_failing_one(answered: tuple[Graphmem, dict]) -> None:

@@ -353,6 +353,13 @@ _WHO = (NodeKind.PERSON, NodeKind.TEAM)
 _WHO_RELATES = re.compile(r"\bwho\s+(else\s+|still\s+|directly\s+)?(calls?|invokes?|depends?|uses?\b|supersed|replac)"
                           r"|\bwho\s+(is|are)\s+the\s+call(er|ee)s?\b",
                           re.IGNORECASE)
+# "Which database does billing use?", "what library do the clients call?": the question names what
+# it asks for, and no node kind is that thing, so the relationship does not choose a kind for it
+# (a database is no function because "use" reads as calling). Words that qualify the asking word
+# name nothing ("what else does X call").
+_ASKS_UNKNOWN_THING = re.compile(
+    r"\b(?:which|what)\s+(?!(?:else|exactly|then|now|all|one|ones)\b)(?:[a-z][a-z-]*\s+){1,3}?"
+    r"(?:does|do|did|will|would|should|can|could)\b", re.IGNORECASE)
 _KIND_OF_RELATION = {RelType.CALLS: (NodeKind.SYMBOL,), RelType.DEPENDS_ON: (NodeKind.SERVICE,),
                      RelType.SUPERSEDES: (NodeKind.DECISION,)}
 
@@ -520,7 +527,15 @@ def parse_question(text: str, now: datetime | None = None, *, sessions: bool = F
         # "What breaks if ...": what depends on the named node, be it code, a file or a service.
         q.answer_kinds = q.answer_kinds or _IMPACT_KINDS
     q.main_rel_types = frozenset(main_types)
-    if impact is None and (not q.answer_kinds or (q.answer_kinds == _WHO and _WHO_RELATES.search(text))):
+    thing = _ASKS_UNKNOWN_THING.search(read) if not found else None
+    # "What internal calls does X make" asks for the relationship itself.
+    names_thing = thing is not None and not any(pattern.search(thing.group(0)) for pattern, _ in _REL_WORDS)
+    if names_thing and impact is None:
+        # Nor does the verb say which relationship leads to it: a database is used through code
+        # and configuration alike, and what says which one is used is prose.
+        q.directions, q.rel_types, q.main_rel_types = {}, {}, frozenset()
+    if impact is None and not names_thing and (not q.answer_kinds
+                                               or (q.answer_kinds == _WHO and _WHO_RELATES.search(text))):
         # "what does X call" names no kind, and in "who calls X" the who is code: a directed
         # relationship joins nodes of one kind.
         for rel in q.directions:
