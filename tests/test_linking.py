@@ -329,3 +329,17 @@ def test_change_removal_and_creation_are_read_from_english_words(text: str, chan
 ])
 def test_when_a_change_was_made_asks_for_its_commit(text: str, kinds: tuple[str, ...]) -> None:
     assert tuple(k.value for k in parse_question(text).answer_kinds) == kinds
+
+
+def test_a_word_that_a_name_extends_is_no_misspelling_of_it(tmp_path) -> None:
+    """"Why do we maintain two parsers" names no team called maintainers; a typo still does."""
+    store = EmbeddedStore(tmp_path / "home", "typos")
+    prov = Provenance("CODEOWNERS", "test")
+    store.upsert([Node("team:maintainers", "maintainers", prov, {}),
+                  Node("service:scheduler", "scheduler", prov, {})], [], [])
+    cat = Catalog.build(store)
+    store.close()
+    assert linked(cat, "Why do we maintain two parsers?") == set()
+    assert linked(cat, "How do I schedule a retry?") == set()
+    assert linked(cat, "Who are the maintainres?") == {"team:maintainers"}
+    assert linked(cat, "Who owns the schedular?") == {"service:scheduler"}

@@ -140,7 +140,9 @@ def link(cat: Catalog, q: Question, config: LinkConfig, *, names: tuple[list[str
             if used[i] or len(word) < config.fuzzy_min_length or word in STOP or (word,) in cat.by_name:
                 continue
             match = process.extractOne(word, cat.fuzzy_names, scorer=fuzz.ratio, score_cutoff=config.fuzzy_cutoff)
-            if match:
+            # A word the name merely extends is another word, not a typo of it: "maintain" is no
+            # misspelt "maintainer", nor "schedule" a misspelt "scheduler".
+            if match and not match[0].startswith(word):
                 add(cat.by_name[(match[0],)], config.fuzzy_weight, LinkReason.FUZZY_NAME, f"{raw[i]!r} ~ {match[0]!r}")
     # Names that mean what the question says without saying them (embedding similarity).
     if query_vec is not None and names is not None:
