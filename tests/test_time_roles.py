@@ -90,3 +90,30 @@ def test_a_superseded_decision_is_not_in_force(store: EmbeddedStore, text: str, 
 def test_in_force_is_read_only_for_decisions() -> None:
     assert not parse_question("Which function holds the current user?", NOW).asks_in_force
     assert not parse_question("Which decision replaced ADR-1?", NOW).asks_in_force
+
+
+@pytest.fixture(scope="module")
+def shallow(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedStore]:
+    """A shallow clone: one root commit created every function; the functions call each other."""
+    st = EmbeddedStore(tmp_path_factory.mktemp("shallow"), "shallow")
+    prov = Provenance("test", "test")
+    root = "commit:" + "d" * 40
+    funcs = [f"sym:app/steps.py::{name}" for name in
+             ("load_order", "check_stock", "reserve_items", "charge_card", "send_receipt", "ship_order")]
+    nodes = [Node(root, "Import the project", prov, {"authored_at": "2026-01-05T10:00:00Z", "parents": []}),
+             Node(ANA, "Ana", prov)] + [Node(key, key.rsplit("::", 1)[1], prov,
+                                             {"symbol_kind": "function", "qualname": key.rsplit("::", 1)[1]})
+                                        for key in funcs]
+    rel = [(ANA, RelType.AUTHORED, root)] + [(root, RelType.MODIFIED, key) for key in funcs]
+    rel += [(a, RelType.CALLS, b) for a, b in zip(funcs, funcs[1:])]
+    st.upsert(nodes, [Relationship(s, t, d, prov) for s, t, d in rel], [])
+    yield st
+    st.close()
+
+
+def test_the_commit_that_created_everything_answers_no_question_about_code(shallow: EmbeddedStore) -> None:
+    """It touches every node the question names, so PageRank would put it first."""
+    root = "commit:" + "d" * 40
+    assert ranked(shallow, "How do check_stock, reserve_items and send_receipt depend on each other?")[0] != root
+    assert ranked(shallow, "Which commit added charge_card?")[0] == root
+    assert root in ranked(shallow, "When was charge_card created?")[:2]

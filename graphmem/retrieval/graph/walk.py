@@ -125,8 +125,11 @@ def walk(store: GraphStore, cat: Catalog, q: Question, linked: dict[str, Link], 
         final[key] *= config.off_kind_factor
     if config.direct_first and answer and q.directions:
         final = _direct_answers_first(final, edges, q, cat, result, answer, config)
-    # A root commit created everything it touched: it changed and removed nothing.
-    for key in (cat.root_commits & set(final)) if q.asks_change else ():
+    # A root commit created everything it touched: it changed and removed nothing. Nor is it the
+    # answer to a question that asks no commit: it touches every node of its time, so PageRank
+    # lifts it from whatever the question names (a shallow clone's one commit touches them all).
+    root_answers = not q.asks_change and (q.asks_creation or NodeKind.COMMIT in answer or bool(q.shas))
+    for key in (cat.root_commits & set(final)) if not root_answers else ():
         final[key] *= config.off_kind_factor
     # "Which release removed X", "when was X added": the commit made when X's time in the graph
     # ended (or began) is the answer, above every other.
