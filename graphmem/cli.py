@@ -697,8 +697,12 @@ def eval_run(ctx: Context, dataset: str, corpus: Path | None, graph: str, data_r
         project = ctx.settings.project or f"{dataset}-{graph}"
     else:
         questions, label = load_questions(dataset), Path(dataset).name
-        project = ctx.project(corpus) if corpus else ctx.project()
+        # Without --corpus the questions are asked of a project ingested before.
+        project = ctx.project(corpus) if corpus else ctx.existing_project()
     gm = ctx.graphmem(project)
+    if not named and corpus is None and not gm.store.counts().total_nodes:
+        gm.close()
+        raise GraphmemError(ctx.nothing_ingested(project))
     # Progress on stderr, also with --json (stdout stays the report): a run takes minutes.
     with progress_sink(every=5.0) as progress:
         try:

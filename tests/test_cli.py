@@ -300,6 +300,17 @@ def test_an_evaluation_leaves_the_last_project_alone_and_a_fallback_is_named(
     assert named.returncode == 0 and "the last one used" not in named.stderr
 
 
+def test_eval_run_on_a_project_never_ingested_says_so_and_creates_nothing(tmp_path: Path) -> None:
+    questions = tmp_path / "questions.jsonl"
+    questions.write_text(json.dumps({"id": "q1", "question": "Who owns billing?", "gold": ["team:payments"]}) + "\n")
+    home = tmp_path / "home"
+    out = graphmem("--home", str(home), "eval", "run", "--dataset", str(questions), "--project", "acme",
+                   "--modes", "bm25", cwd=tmp_path)
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
+    assert "project 'acme' holds nothing" in out.stderr and "graphmem ingest PATH" in out.stderr, out.stderr
+    assert not (home / "acme").exists()
+
+
 def test_eval_run_says_where_the_datasets_go_and_reports_progress(tmp_path: Path, tiny_datasets: Path) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
