@@ -227,8 +227,6 @@ class _FileParser:
         lineage: list[Any] = [None]  # the open nodes, the root's (absent) parent first
         last_named: list[Any] = [None]  # per open level, the named child seen last
         while True:
-            if len(lineage) > MAX_QUERY_DEPTH:
-                self.facts.too_deep = True
             node = cursor.node
             owner, scope, closure, decorated = inherited[-1]
             if node.id in wanted or node.type in _NEIGHBOURS_KEPT:
@@ -255,6 +253,8 @@ class _FileParser:
                 ))
                 lineage.append(node)
                 last_named.append(None)
+                if len(lineage) > MAX_QUERY_DEPTH:  # checked only when stepping down, not at every node
+                    self.facts.too_deep = True
                 continue
             while not cursor.goto_next_sibling():
                 if not cursor.goto_parent():
