@@ -185,6 +185,27 @@ def test_the_project_is_named_by_meaning_no_more_than_by_spelling(tmp_path, embe
     store.close()
 
 
+def test_a_top_level_package_is_named_by_meaning_no_more_than_by_spelling(tmp_path, embedder) -> None:  # type: ignore[no-untyped-def]
+    """A repository with two top-level packages (a library and its command line): a question placing
+    its answer in the second ("the part of shop_cli that ...") names the project, and the package's
+    service must not come back by meaning as a seed the graph list then ranks first."""
+    from graphmem.retrieval.graph import GraphRetriever
+
+    store = EmbeddedStore(tmp_path, "shop")
+    prov = Provenance("src/", "test")
+    store.upsert([Node("file:src/shop/__init__.py", "src/shop/__init__.py", prov, {}),
+                  Node("file:src/shop_cli/__init__.py", "src/shop_cli/__init__.py", prov, {}),
+                  Node("service:shop_cli", "shop_cli", prov, {"paths": ["src/shop_cli/"]}),
+                  Node("service:billing", "billing", prov, {"paths": ["billing/"]})], [], [])
+    graph = GraphRetriever(store, embedder=embedder)
+    ask = "I need the part of shop_cli that prints the receipt."
+    assert "service:shop_cli" not in graph.link(parse_question(ask), query_vec=embedder.encode_query(ask))
+    assert graph._name_vectors(graph.refresh())[0] == ["service:billing"]
+    anchors = GraphRetriever(store, embedder=embedder, link_config=LinkConfig(project_name_anchors=True))
+    assert "service:shop_cli" in anchors._name_vectors(anchors.refresh())[0]
+    store.close()
+
+
 def test_a_dunder_method_is_not_linked_by_its_bare_name(catalog: Catalog) -> None:
     assert DUNDER not in linked(catalog, "What does __init__ call?")
     assert DUNDER in linked(catalog, "What does Builder.__init__ call?")

@@ -204,15 +204,16 @@ class GraphRetriever:
 
     def _name_vectors(self, built: _Built) -> tuple[list[str], np.ndarray] | None:
         """Embeddings of the names of services, teams, decisions, incidents and entities (once per
-        catalog; symbols are left to BM25 and the chunk vectors). The project's own names are left
-        out: a question naming the project is no closer to them than any other."""
+        catalog; symbols are left to BM25 and the chunk vectors). The names a question may call the
+        project by (its own, its top-level packages': ``_project_names``) are left out, as they are
+        from the names matched by spelling: a question naming the project is no closer to them than
+        any other."""
         if self.embedder is None:
             return None
         if built.names is None:
             cat = built.catalog
             keys = [k for kind in EMBEDDED_NAME_KINDS for k in cat.by_kind.get(kind, [])
-                    if cat.nodes[k][1] and (self.link_config.project_name_anchors
-                                            or tuple(words_of(cat.nodes[k][1])) not in built.own_names)]
+                    if cat.nodes[k][1] and tuple(words_of(cat.nodes[k][1])) not in built.project_names]
             built.names = (keys, self._encode_names([cat.nodes[k][1] for k in keys]))
         return built.names
 
