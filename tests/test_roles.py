@@ -1,6 +1,6 @@
 """The answer plays the role the question's main clause gives it, not a neighbour's: the dependent
 of the incident's service, not that service; the fix's author, not the cause's; the owner of the
-calling service, not of the called one."""
+calling service, not of the called one; a member of the owning team, not the team."""
 
 from __future__ import annotations
 
@@ -49,7 +49,9 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedStore]:
            ("incident:INC-7", RelType.CAUSED_BY, CAUSE),
            ("incident:INC-7", RelType.RESOLVED_BY, FIX),
            ("person:ivy@example.dev", RelType.AUTHORED, CAUSE),
-           ("person:oz@example.dev", RelType.AUTHORED, FIX)]
+           ("person:oz@example.dev", RelType.AUTHORED, FIX),
+           ("person:kim@example.dev", RelType.MEMBER_OF, "team:fulfilment"),
+           ("person:oz@example.dev", RelType.MEMBER_OF, "team:storefront")]
     for f in files:
         rel += [("service:orders", RelType.CONTAINS, f), ("team:fulfilment", RelType.OWNS, f),
                 ("person:kim@example.dev", RelType.OWNS, f)]
@@ -71,6 +73,7 @@ def first(store: EmbeddedStore, text: str, config: WalkConfig | None = None) -> 
     ("Who fixed the incident that hit orders?", "person:oz@example.dev"),
     ("Which team owns the service that calls the service INC-7 hit?", "team:storefront"),
     ("Who owns the service that INC-7 hit?", "team:fulfilment"),  # not Kim, who owns its files
+    ("Who is on the team that owns orders?", "person:kim@example.dev"),  # a member, not the team
 ])
 def test_the_answer_plays_the_role_the_main_clause_asks_for(store: EmbeddedStore, text: str, answer: str) -> None:
     assert first(store, text) == answer
@@ -81,3 +84,15 @@ def test_the_role_order_is_a_setting(store: EmbeddedStore) -> None:
     text = "Which services depend on the service that INC-7 hit?"
     assert first(store, text, WalkConfig(role_order=False)) == "service:orders"
     assert first(store, text, WalkConfig()) == "service:checkout"
+
+
+def test_a_service_named_beside_a_thing_no_node_kind_is_asked_about_not_the_answer(store: EmbeddedStore) -> None:
+    """"Which message broker does orders use?" asks for a broker, which no node kind is: orders is
+    what it asks about (it leads the walk without the rule), and "broker" names no breakage."""
+    text = "Which message broker does orders use?"
+    q = parse_question(text, NOW)
+    assert q.asks_other_thing and not q.rel_types
+    assert GraphRetriever(store).retrieve(q, k=5).hits[0].key != "service:orders"
+    q.asks_other_thing = False
+    assert GraphRetriever(store).retrieve(q, k=5).hits[0].key == "service:orders"
+    assert parse_question("What broke orders?", NOW).rel_types  # a breakage still reads as one

@@ -54,7 +54,7 @@ _EDIT_WORDS = frozenset({"change", "changed", "changes", "changing", "modify", "
                          "edited", "edits", "editing"})
 # Each word is matched in its own forms only, not as the start of another word: "fixture" is not
 # "fix", "authorization" not "author", "editable" not "edit", "important" not "import", an
-# "extension point" not "extends".
+# "extension point" not "extends", a "broker" not "broke".
 _REL_WORDS: list[tuple[re.Pattern[str], tuple[RelType, ...]]] = [
     (re.compile(r"\bcall(s|ed|ing|ers?)?\b|\binvok|\breach(es|ed)?\b", re.IGNORECASE), (RelType.CALLS,)),
     (re.compile(r"\bdepend|\bdependen|\bconsum", re.IGNORECASE), (RelType.DEPENDS_ON, RelType.IMPORTS)),
@@ -73,7 +73,7 @@ _REL_WORDS: list[tuple[re.Pattern[str], tuple[RelType, ...]]] = [
      (RelType.RESOLVED_BY, RelType.FIXES, RelType.AUTHORED)),
     (_DECISION_WORDS, (RelType.DECIDED, RelType.IMPLEMENTS, RelType.REFERENCES)),
     (re.compile(r"\bsupersed|\breplac|\bin force\b|\bobsolete", re.IGNORECASE), (RelType.SUPERSEDES,)),
-    (re.compile(r"\bfail|\bbroke|\bhit\b|\baffect|\boutage", re.IGNORECASE), (RelType.AFFECTED, RelType.CAUSED_BY)),
+    (re.compile(r"\bfail|\bbroken?\b|\bhit\b|\baffect|\boutage", re.IGNORECASE), (RelType.AFFECTED, RelType.CAUSED_BY)),
     (re.compile(r"\bmention|\brefer(s|red|ring|ence|ences|enced|encing)?\b", re.IGNORECASE),
      (RelType.MENTIONS, RelType.REFERENCES)),
     (re.compile(r"\binherit|\bextend(s|ed|ing)?\b|\bsubclass|\bimplements? the interface", re.IGNORECASE),
@@ -256,6 +256,9 @@ class Question:
     shas: tuple[str, ...] = ()
     time: TimeFilter = field(default_factory=TimeFilter)
     words: int = 0  # plain English words (names written as code are not words)
+    # "which database does billing use": the question names what it asks for with a word no node
+    # kind is, so a service, team or person it names is what it asks about, not its answer.
+    asks_other_thing: bool = False
     # "which code outside middleware/ calls X": directories (packages) the answer lies outside.
     outside: tuple[str, ...] = ()
     # "who uses X from other packages", "outside its own package": the answer lies outside the
@@ -279,6 +282,7 @@ class Question:
                 "asks_change": self.asks_change, "asks_removal": self.asks_removal,
                 "asks_creation": self.asks_creation,
                 "asks_type": self.asks_type, "asks_in_force": self.asks_in_force,
+                "asks_other_thing": self.asks_other_thing,
                 "step": [self.step[0].value, self.step[1]] if self.step else None,
                 "adrs": list(self.adr_numbers), "incidents": list(self.incident_numbers),
                 "tickets": list(self.tickets), "shas": list(self.shas), "time": self.time.as_dict()}
@@ -353,6 +357,10 @@ _WHO = (NodeKind.PERSON, NodeKind.TEAM)
 _WHO_RELATES = re.compile(r"\bwho\s+(else\s+|still\s+|directly\s+)?(calls?|invokes?|depends?|uses?\b|supersed|replac)"
                           r"|\bwho\s+(is|are)\s+the\s+call(er|ee)s?\b",
                           re.IGNORECASE)
+# "Who is on the team that owns billing?", "who are the members of payments": the who is a member,
+# and a team is no member of a team.
+_WHO_BELONGS = re.compile(r"\bwho\b[^?.]{0,20}?\b(?:members?\b|(?:on|in|part of|belongs? to)\s+(?:the|that|this|a)\s+"
+                          r"(?:[\w-]+\s+)?team\b)", re.IGNORECASE)
 # "Which database does billing use?", "what library do the clients call?": the question names what
 # it asks for, and no node kind is that thing, so the relationship does not choose a kind for it
 # (a database is no function because "use" reads as calling). Words that qualify the asking word
@@ -534,6 +542,7 @@ def parse_question(text: str, now: datetime | None = None, *, sessions: bool = F
         # Nor does the verb say which relationship leads to it: a database is used through code
         # and configuration alike, and what says which one is used is prose.
         q.directions, q.rel_types, q.main_rel_types = {}, {}, frozenset()
+        q.asks_other_thing = True
     if impact is None and not names_thing and (not q.answer_kinds
                                                or (q.answer_kinds == _WHO and _WHO_RELATES.search(text))):
         # "what does X call" names no kind, and in "who calls X" the who is code: a directed
@@ -541,6 +550,8 @@ def parse_question(text: str, now: datetime | None = None, *, sessions: bool = F
         for rel in q.directions:
             q.answer_kinds = _KIND_OF_RELATION.get(rel, q.answer_kinds)
             break
+    if q.answer_kinds == _WHO and _WHO_BELONGS.search(read):
+        q.answer_kinds = (NodeKind.PERSON,)
     q.latest_change = bool(_LATEST_CHANGE.search(text))
     q.asks_type = bool(_ASKS_TYPE.search(text))
     q.asks_in_force = NodeKind.DECISION in q.answer_kinds and bool(_IN_FORCE.search(text))

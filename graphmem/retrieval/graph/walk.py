@@ -23,6 +23,7 @@ from graphmem.stores.base import Edge, GraphStore, Hub, Path, Step
 
 
 _BY_TYPE_AND_OTHER = attrgetter("step.type", "other")
+_ORGANISATION_KINDS = frozenset({NodeKind.SERVICE, NodeKind.TEAM, NodeKind.PERSON})
 
 
 def walk(store: GraphStore, cat: Catalog, q: Question, linked: dict[str, Link], result: GraphResult, *,
@@ -112,9 +113,14 @@ def walk(store: GraphStore, cat: Catalog, q: Question, linked: dict[str, Link], 
     # "which decision replaced synchronous billing calls" asks for what replaced that title. So
     # are the nodes one step from it that a two-step question goes through ("what calls the
     # callers of X": X's callers are the way in, their callers the answer).
+    # A question that asks for a thing no node kind is ("which database does billing use") is
+    # about the organisation nodes it names; code it names may hold the answer itself.
     result.subjects = {key for key, link in result.linked.items()
                        if q.directions and (link.named or link.reason in (LinkReason.TITLE, LinkReason.STEPPED))
                        and cat.nodes.get(key, (None,))[0] in answer}
+    if q.asks_other_thing:
+        result.subjects |= {key for key, link in result.linked.items()
+                            if link.named and cat.nodes.get(key, (None,))[0] in _ORGANISATION_KINDS}
     # Extracted entities ("postgresql", "Lothair II") connect the passages and code that mention
     # them; they are answers only to a question that asks for entities.
     final = {key: s if not answer or cat.nodes.get(key, (None,))[0] in answer else s * config.off_kind_factor
