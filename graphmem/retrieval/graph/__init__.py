@@ -48,7 +48,6 @@ class _Built:
     layer: EntityLayer | None | bool = False  # False: not built yet
     facts: np.ndarray | None = None
     project_names: frozenset[tuple[str, ...]] = frozenset()
-    own_names: frozenset[tuple[str, ...]] = frozenset()  # the project's and its whole-repository service's
 
 
 def file_paths(cat: Catalog) -> list[str]:
@@ -133,9 +132,8 @@ class GraphRetriever:
                 built = self._built
                 if built is None or stamp != built.stamp:
                     cat = Catalog.build(self.store, fuzzy_min_length=self.link_config.fuzzy_min_length)
-                    own = self._own_names(cat)
-                    built = self._built = _Built(stamp, cat, project_names=self._project_names(cat, own),
-                                                 own_names=own)
+                    built = self._built = _Built(stamp, cat,
+                                                 project_names=self._project_names(cat, self._own_names(cat)))
         return built
 
     @property
