@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from extractors.secrets import redact
-from graphmem.config import LLMSettings
+from graphmem.config import LLM_SOURCE_KINDS, LLMSettings
 from graphmem.errors import GraphmemError
 from graphmem.model import normalise_name, now_iso
 
@@ -52,7 +52,7 @@ EXTRACTOR = "llm"
 # are then not reused, and enrichment redoes every text.
 PROMPT_VERSION = "1"
 
-SOURCE_KINDS = ("decision", "incident", "commit", "docstring", "document")
+SOURCE_KINDS = LLM_SOURCE_KINDS
 
 # The fixed vocabulary of entity types. An entity's key is ``entity:<type>:<name>`` unless it
 # names something the graph already holds (a service, a code symbol, a known technology).

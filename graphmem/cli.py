@@ -19,9 +19,8 @@ from typing import Any, TypeVar
 
 import click
 
-from extractors.llm import SOURCE_KINDS as LLM_SOURCE_KINDS
 from graphmem import __version__
-from graphmem.config import INDEX_MODES, STORES, Settings, prepare_home
+from graphmem.config import INDEX_MODES, LLM_SOURCE_KINDS, STORES, Settings, prepare_home
 from graphmem.errors import GraphmemError
 from graphmem.model import NodeKind, check_project, parse_day, project_from_path
 from graphmem.retrieval.config import DEFAULT_MODE, PRESETS
@@ -237,7 +236,28 @@ def json_option(func: F) -> F:
     return click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")(func)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Commands(click.Group):
+    """graphmem's commands. ``memory``, ``context``, ``sessions`` and ``patterns`` are defined beside
+    their libraries and imported when one of them runs or the commands are listed: every other
+    command starts without them (a tenth of a second on a slow machine)."""
+
+    AGENT_COMMANDS = {"memory": ("graphmem.memory", "memory_cli"), "context": ("graphmem.context", "context_cli"),
+                      "sessions": ("graphmem.sessions.cli", "sessions_cli"),
+                      "patterns": ("graphmem.sessions.patterns_cli", "patterns_cli")}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(super().list_commands(ctx)) | set(self.AGENT_COMMANDS))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in self.AGENT_COMMANDS:
+            import importlib
+
+            module, factory = self.AGENT_COMMANDS[cmd_name]
+            self.add_command(getattr(importlib.import_module(module), factory)(pass_context, json_option), cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--store", type=click.Choice(STORES), default=None,
               help="Graph store (default: $GRAPHMEM_STORE or embedded).")
 @click.option("--home", type=click.Path(file_okay=False, path_type=Path), default=None,
@@ -921,22 +941,6 @@ def hooks_uninstall(path: Path) -> None:
 
     for hook in git_hooks.uninstall(path):
         click.echo(f"removed {hook}")
-
-
-def _add_agent_commands() -> None:
-    """``graphmem memory``, ``context``, ``sessions`` and ``patterns``, defined beside their libraries."""
-    from graphmem.context import context_cli
-    from graphmem.memory import memory_cli
-    from graphmem.sessions.cli import sessions_cli
-    from graphmem.sessions.patterns_cli import patterns_cli
-
-    cli.add_command(memory_cli(pass_context, json_option))
-    cli.add_command(context_cli(pass_context, json_option))
-    cli.add_command(sessions_cli(pass_context, json_option))
-    cli.add_command(patterns_cli(pass_context, json_option))
-
-
-_add_agent_commands()
 
 
 def main(argv: list[str] | None = None) -> int:

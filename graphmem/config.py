@@ -66,6 +66,9 @@ def _env_number(name: str, default: float, kind: type = float, *, minimum: float
 
 
 LLM_RESPONSE_FORMATS = ("json_schema", "json_object", "none")
+# The texts LLM enrichment reads (``extractors.llm``); here so that the command line offers them
+# without importing the extractor and its HTTP client.
+LLM_SOURCE_KINDS = ("decision", "incident", "commit", "docstring", "document")
 
 
 @dataclass(slots=True)
