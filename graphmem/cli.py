@@ -503,7 +503,6 @@ def doctor(ctx: Context, repair: bool, as_json: bool) -> None:
 def query(ctx: Context, text: str, mode: str, k: int, kinds: tuple[str, ...], path_prefix: str | None,
           now: str | None, as_of: str | None, include_pending: bool, bootstrap: bool, as_json: bool) -> None:
     """Answer a question with ranked nodes, their passages and the graph paths behind them."""
-    from graphmem.memory import pending_hits
     from graphmem.model import to_iso
 
     project = check_project(ctx.project())
@@ -514,8 +513,12 @@ def query(ctx: Context, text: str, mode: str, k: int, kinds: tuple[str, ...], pa
     try:
         answer = gm.query(text, mode=mode, k=k, kinds=list(kinds) or None, path_prefix=path_prefix,
                           now=day, as_of=to_iso(when) if when else None)
-        pending = pending_hits(gm.store, text, limit=k, kinds=list(kinds) or None, path_prefix=path_prefix,
-                               first_rank=len(answer.results) + 1) if include_pending else []
+        pending: list[dict[str, Any]] = []
+        if include_pending:  # the memory module (and pydantic) is imported only for this
+            from graphmem.memory import pending_hits
+
+            pending = pending_hits(gm.store, text, limit=k, kinds=list(kinds) or None, path_prefix=path_prefix,
+                                   first_rank=len(answer.results) + 1)
     finally:
         gm.close()
     if as_json:
