@@ -277,12 +277,38 @@ def test_the_engine_applies_the_general_rerankers_gates(built: dict[str, Any], t
     with Graphmem.open("ledger", home=tmp_path / "home") as gm:
         gm.ingest(corpus, llm=False)
         skipped = "results are in fused order"
-        described = gm.query("Where is the code that books an entry into the ledger?", mode="hybrid-rerank")
-        assert described.results and not any(skipped in n for n in described.notes)
         # A question asking for a relationship keeps the fused order: the order of plain `hybrid`.
         asked = gm.query("Which functions call post_entry?", mode="hybrid-rerank")
         assert any(skipped in n for n in asked.notes)
         assert asked.keys == gm.query("Which functions call post_entry?", mode="hybrid").keys
+        reranker = gm.retriever.reranker
+        assert reranker is not None and not reranker.backend  # never loaded for a question it does not reorder
+        described = gm.query("Where is the code that books an entry into the ledger?", mode="hybrid-rerank")
+        assert described.results and not any(skipped in n for n in described.notes)
+        assert reranker.backend  # loaded beside the search, then used
+
+
+def test_the_model_loads_once_whichever_thread_asks_first(built: dict[str, Any]) -> None:
+    """The engine starts the load beside a first question's search while the answer may need it at
+    once: both threads get the same loaded session, made once."""
+    import threading
+
+    rr = CrossEncoderReranker(general_reranker_dir(built["cache"]))
+    loads: list[int] = []
+    real = rr._load
+
+    def counted() -> None:
+        loads.append(1)
+        real()
+
+    rr._load = counted  # type: ignore[method-assign]
+    threads = [threading.Thread(target=rr.prepare) for _ in range(4)]
+    for t in threads:
+        t.start()
+    scores = rr.logits("books an entry", ["def post_entry(ledger, entry): ledger.append(entry)"])
+    for t in threads:
+        t.join()
+    assert loads == [1] and rr.backend and len(scores) == 1
 
 
 def test_build_general_command_checks_its_base_model_and_frozen_layers(tmp_path: Path) -> None:

@@ -170,6 +170,14 @@ class Retriever:
         if k < 1:
             raise ModelError("k must be at least 1")
         timings = {"bm25": 0.0, "vector": 0.0, "graph": 0.0, "fusion": 0.0, "rerank": 0.0}
+        if spec.rerank.enabled and self.reranker is not None and not self.reranker.backend:
+            # A new process's first question that the model will likely reorder (as a first reading
+            # of it says): the model loads on another thread while the lists are searched (an error
+            # there is raised again where the model is used).
+            first = parse_question(text, self.now or datetime.now(timezone.utc))
+            if self.reranker.helps_for([kd.value for kd in first.answer_kinds], spec.rerank,
+                                       relational=first.relational):
+                _side_pool().submit(self.reranker.prepare)
         cands = self.candidates(text, spec, kinds=kinds, path_prefix=path_prefix, now=now, as_of=as_of,
                                 timings=timings)
         question = cands.question
@@ -253,6 +261,9 @@ class Retriever:
                    if "bm25" in runs and "vector" in runs and getattr(self.indexes, "remote", False) else None)
         query_vec = None
         found: dict[int, Chunk] = {}  # chunks an index sent with its hits
+        if "vector" in runs and "bm25" in runs and lexical is None and not self.indexes.embedder_loaded:
+            # The embedder's first load (a model session) overlaps the BM25 search's (its index).
+            _side_pool().submit(getattr, self.indexes, "embedder")
         if "bm25" in runs and lexical is None:
             t = time.perf_counter()
             chunk_hits["bm25"], sent = _search(self.indexes.bm25, text, fetch)

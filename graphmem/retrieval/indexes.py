@@ -260,6 +260,10 @@ class LazyEmbedder:
     _lock: threading.RLock
 
     @property
+    def embedder_loaded(self) -> bool:
+        return self._embedder is not None
+
+    @property
     def embedder(self) -> Embedder:
         embedder = self._embedder
         if embedder is None:

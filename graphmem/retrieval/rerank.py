@@ -19,6 +19,7 @@ import hashlib
 import json
 import os
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -113,6 +114,7 @@ class CrossEncoderReranker:
         self.general = general
         self.requested_backend = backend
         self.backend = ""  # what actually scores, set on first use
+        self._load_lock = threading.Lock()  # one load, whichever thread asks first (see ``prepare``)
         self.name = f"cross-encoder:{self.path.name if self.path else self.model}"
         self._tokenizer: Any = None
         self._session: Any = None
@@ -165,8 +167,7 @@ class CrossEncoderReranker:
         """The model's logit for each (query, text) pair, in the order given."""
         if not texts:
             return []
-        if not self.backend:
-            self._load()
+        self.prepare()
         # Batches of similar length pad less; the order is restored at the end.
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         out = np.zeros(len(texts), dtype=np.float32)
@@ -177,6 +178,14 @@ class CrossEncoderReranker:
         return [float(x) for x in out]
 
     # --- loading --------------------------------------------------------------------------------
+
+    def prepare(self) -> None:
+        """Load the tokenizer and the model's session unless done (the engine starts this beside a
+        new process's first question, so the load overlaps retrieval instead of following it)."""
+        if not self.backend:
+            with self._load_lock:
+                if not self.backend:
+                    self._load()
 
     def _load(self) -> None:
         self._tokenizer = self._load_tokenizer()
