@@ -34,6 +34,12 @@ MAX_QUESTION_CHARS = 8000  # a question, not a document: see Retriever.candidate
 class Reranker(Protocol):
     name: str
 
+    @property
+    def loaded(self) -> bool: ...
+
+    def prepare(self) -> None:
+        """Load the model unless it is loaded; safe to call from several threads at once."""
+
     def score(self, query: str, texts: Sequence[str], policy: RerankConfig | None = None) -> Sequence[float]: ...
 
     def helps_for(self, answer_kinds: Iterable[str] = (), policy: RerankConfig | None = None, *,
@@ -170,7 +176,7 @@ class Retriever:
         if k < 1:
             raise ModelError("k must be at least 1")
         timings = {"bm25": 0.0, "vector": 0.0, "graph": 0.0, "fusion": 0.0, "rerank": 0.0}
-        if spec.rerank.enabled and self.reranker is not None and not self.reranker.backend:
+        if spec.rerank.enabled and self.reranker is not None and not self.reranker.loaded:
             # A new process's first question that the model will likely reorder (as a first reading
             # of it says): the model loads on another thread while the lists are searched (an error
             # there is raised again where the model is used).

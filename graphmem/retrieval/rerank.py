@@ -179,6 +179,10 @@ class CrossEncoderReranker:
 
     # --- loading --------------------------------------------------------------------------------
 
+    @property
+    def loaded(self) -> bool:
+        return bool(self.backend)
+
     def prepare(self) -> None:
         """Load the tokenizer and the model's session unless done (the engine starts this beside a
         new process's first question, so the load overlaps retrieval instead of following it)."""
