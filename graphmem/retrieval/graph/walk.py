@@ -13,6 +13,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from graphmem.model import REL_ENDPOINTS, NodeKind, RelType
+from graphmem.resolution import ORG_KINDS
 from graphmem.retrieval.config import LinkConfig, WalkConfig
 from graphmem.retrieval.graph.catalog import Catalog
 from graphmem.retrieval.graph.linking import Link, LinkReason, reference_date
@@ -23,7 +24,6 @@ from graphmem.stores.base import Edge, GraphStore, Hub, Path, Step
 
 
 _BY_TYPE_AND_OTHER = attrgetter("step.type", "other")
-_ORGANISATION_KINDS = frozenset({NodeKind.SERVICE, NodeKind.TEAM, NodeKind.PERSON})
 
 
 def walk(store: GraphStore, cat: Catalog, q: Question, linked: dict[str, Link], result: GraphResult, *,
@@ -120,7 +120,7 @@ def walk(store: GraphStore, cat: Catalog, q: Question, linked: dict[str, Link], 
                        and cat.nodes.get(key, (None,))[0] in answer}
     if q.asks_other_thing:
         result.subjects |= {key for key, link in result.linked.items()
-                            if link.named and cat.nodes.get(key, (None,))[0] in _ORGANISATION_KINDS}
+                            if link.named and cat.nodes.get(key, (None,))[0] in ORG_KINDS}
     # Extracted entities ("postgresql", "Lothair II") connect the passages and code that mention
     # them; they are answers only to a question that asks for entities.
     final = {key: s if not answer or cat.nodes.get(key, (None,))[0] in answer else s * config.off_kind_factor
