@@ -35,7 +35,6 @@ from pathlib import Path
 from typing import Literal
 
 import numpy as np
-import scipy.sparse as sp
 
 from graphmem.errors import StoreError
 from graphmem.retrieval.files import save_npz_atomic
@@ -250,11 +249,16 @@ class BM25Index:
                 w *= self.k1 + 1
                 w *= idf[terms[lo:hi]]
                 data[lo:hi] = w
-        # The packed arrays are already CSR (documents in order); scipy transposes to CSC in C, O(nnz),
-        # leaving row indices sorted within each column.
-        matrix = sp.csr_matrix((data, terms, doc_ptr), shape=(n_docs, n_terms)).tocsc()
+        # The packed arrays are already CSR (documents in order); a stable sort by term makes them
+        # CSC, each column's documents still in ascending order. Sorting 16-bit keys is a radix
+        # sort, several times faster; most vocabularies fit.
+        keys = terms.astype(np.uint16) if n_terms <= 1 << 16 else terms
+        order = np.argsort(keys, kind="stable")
+        indptr = np.zeros(n_terms + 1, dtype=np.int64)
+        np.cumsum(df, out=indptr[1:])
+        doc_of = np.repeat(np.arange(n_docs, dtype=np.int32), nnz)
         self._ids = ids
-        self._indptr, self._indices, self._data = matrix.indptr, matrix.indices, matrix.data
+        self._indptr, self._indices, self._data = indptr, doc_of[order], data[order]
         self._stale = False
 
     # --- persistence -----------------------------------------------------------------------------

@@ -7,11 +7,11 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-import scipy.sparse as sp
 
 from graphmem.model import NodeKind, RelType
 from graphmem.retrieval.config import LayerConfig
 from graphmem.retrieval.graph.pagerank import personalized_pagerank, transition
+from graphmem.retrieval.graph.sparse import Csr, cheapest_paths
 from graphmem.retrieval.graph.catalog import Catalog
 from graphmem.retrieval.graph.linking import Link, LinkReason
 from graphmem.retrieval.graph.result import GraphHit, GraphResult
@@ -38,8 +38,8 @@ class EntityLayer:
 
     keys: list[str]
     index: dict[str, int]
-    transposed: sp.csr_matrix  # transition matrix, transposed (columns sum to 1 where a node has edges)
-    adjacency: sp.csr_matrix  # symmetric step costs, for evidence paths
+    transposed: Csr  # transition matrix, transposed (columns sum to 1 where a node has edges)
+    adjacency: Csr  # symmetric step costs, for evidence paths
     steps: dict[tuple[int, int], Step]
     specificity: np.ndarray  # 1 / passages mentioning the node for entities, 1 for other nodes
     entity: np.ndarray  # bool: the node is an extracted entity
@@ -115,11 +115,8 @@ class EntityLayer:
             steps.setdefault((a, b), Step(src, SYNONYM_STEP, dst))
             steps.setdefault((b, a), Step(src, SYNONYM_STEP, dst))
         n = len(keys)
-        matrix = sp.csr_matrix((vals, (rows, cols)), shape=(n, n), dtype=np.float64)
-        matrix.sum_duplicates()
-        cost = matrix.copy()
-        cost.data = 1.0 / cost.data
-        return cls(keys, index, transition(matrix), cost.tocsr(), steps, specificity, is_entity, list(facts), config,
+        matrix = Csr.from_triples(rows, cols, vals, n)
+        return cls(keys, index, transition(matrix), matrix.with_data(1.0 / matrix.data), steps, specificity, is_entity, list(facts), config,
                    frozenset(about))
 
     def bridged(self, path: Path) -> bool:
@@ -142,15 +139,12 @@ class EntityLayer:
 
     def paths(self, sources: Sequence[int], targets: Sequence[int]) -> dict[int, Path]:
         """The cheapest path from any source to each target (a relationship costs its inverse weight)."""
-        from scipy.sparse.csgraph import dijkstra
-
         if not sources or not targets:
             return {}
-        _dist, pred, origin = dijkstra(self.adjacency, directed=False, indices=list(sources), min_only=True,
-                                       return_predecessors=True)
+        dist, pred = cheapest_paths(self.adjacency, dict.fromkeys(sources, 0.0))
         out: dict[int, Path] = {}
         for t in targets:
-            if origin[t] < 0:
+            if not np.isfinite(dist[t]):
                 continue
             nodes, steps = [t], []
             while pred[nodes[-1]] >= 0 and len(nodes) < 16:

@@ -10,19 +10,19 @@ compare the two.
 from __future__ import annotations
 
 import numpy as np
-import scipy.sparse as sp
+
+from graphmem.retrieval.graph.sparse import Csr
 
 
-def transition(matrix: sp.spmatrix) -> sp.csr_matrix:
+def transition(matrix: Csr) -> Csr:
     """The transposed row-stochastic transition matrix of a weighted adjacency matrix (rows
     without weight stay zero)."""
-    matrix = sp.csr_matrix(matrix, dtype=np.float64)
-    out_weight = np.asarray(matrix.sum(axis=1)).ravel()
+    out_weight = matrix.row_sums()
     out_weight[out_weight == 0] = 1.0
-    return (sp.diags(1.0 / out_weight) @ matrix).T.tocsr()
+    return matrix.with_data(matrix.data / out_weight[matrix.row]).transpose()
 
 
-def personalized_pagerank(transposed: sp.csr_matrix, restart: np.ndarray, *, damping: float,
+def personalized_pagerank(transposed: Csr, restart: np.ndarray, *, damping: float,
                           iterations: int, dangling_to_restart: bool = False) -> np.ndarray:
     """Rank of every node for a restart vector (any non-negative weights; normalised here).
 
@@ -32,7 +32,7 @@ def personalized_pagerank(transposed: sp.csr_matrix, restart: np.ndarray, *, dam
     if total <= 0:
         return np.zeros_like(restart, dtype=np.float64)
     restart = restart.astype(np.float64) / total
-    dangling = np.asarray(transposed.sum(axis=0)).ravel() == 0 if dangling_to_restart else None
+    dangling = transposed.column_sums() == 0 if dangling_to_restart else None
     rank = restart.copy()
     for _ in range(iterations):
         walked = transposed @ rank

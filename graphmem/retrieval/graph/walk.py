@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from operator import attrgetter
 
 import numpy as np
-import scipy.sparse as sp
 
 from graphmem.model import REL_ENDPOINTS, NodeKind, RelType
 from graphmem.resolution import ORG_KINDS
@@ -18,6 +17,7 @@ from graphmem.retrieval.config import LinkConfig, WalkConfig
 from graphmem.retrieval.graph.catalog import Catalog
 from graphmem.retrieval.graph.linking import Link, LinkReason, reference_date
 from graphmem.retrieval.graph.pagerank import personalized_pagerank, transition
+from graphmem.retrieval.graph.sparse import Csr, cheapest_paths
 from graphmem.retrieval.graph.result import GraphHit, GraphResult
 from graphmem.retrieval.question import Question
 from graphmem.stores.base import Edge, GraphStore, Hub, Path, Step
@@ -185,8 +185,8 @@ class _Subgraph:
 
     keys: list[str]
     index: dict[str, int]
-    transitions: sp.csr_matrix  # PageRank's weighted adjacency (each way as the question reads it)
-    cost: sp.csr_matrix  # step costs for evidence paths: the inverse of a relationship's weight
+    transitions: Csr  # PageRank's weighted adjacency (each way as the question reads it)
+    cost: Csr  # step costs for evidence paths: the inverse of a relationship's weight
     pair_ids: np.ndarray  # ascending ids (lower end * n + higher end) of the joined pairs of nodes
     pair_steps: list[Step]  # for each, the cheapest relationship between the two, either way
 
@@ -232,8 +232,7 @@ class _Subgraph:
         # Both ways of each relationship, in the order met (duplicates are summed in that order).
         vals = np.empty(2 * m)
         vals[0::2], vals[1::2] = w * table[code, 1], w * table[code, 2]
-        transitions = sp.csr_matrix((vals, (pairs.reshape(-1), pairs[:, ::-1].reshape(-1))), shape=(n, n),
-                                    dtype=np.float64)
+        transitions = Csr.from_triples(pairs.reshape(-1), pairs[:, ::-1].reshape(-1), vals, n)
         # Evidence steps: between two nodes, the cheapest relationship (the first met among equals);
         # the cost matrix lists the pairs in the order first met.
         cost_of = table[code, 3]
@@ -246,9 +245,8 @@ class _Subgraph:
         _, first = np.unique(pair_id, return_index=True)  # per pair, same order: where first met
         met = chosen[np.argsort(first, kind="stable")]
         costs = cost_of[met]
-        cost = sp.csr_matrix((np.concatenate([costs, costs]),
-                              (np.concatenate([lo[met], hi[met]]), np.concatenate([hi[met], lo[met]]))),
-                             shape=(n, n))
+        cost = Csr.from_triples(np.concatenate([lo[met], hi[met]]), np.concatenate([hi[met], lo[met]]),
+                                np.concatenate([costs, costs]), n)
         steps = list(first_met.values())
         return cls(nodes, index, transitions, cost, pair_id[chosen], [steps[i] for i in chosen.tolist()])
 
@@ -269,24 +267,17 @@ class _Subgraph:
 
     def cheapest_paths(self, start: dict[str, float], targets: list[str]) -> dict[str, Path]:
         """The cheapest path from any seed (``start``: seed -> cost of starting there) to each target."""
-        from scipy.sparse.csgraph import dijkstra
-
-        n = len(self.keys)
-        sources = [(self.index[key], cost) for key, cost in start.items() if key in self.index]
-        if not sources or not n:
+        sources = {self.index[key]: cost for key, cost in start.items() if key in self.index}
+        if not sources:
             return {}
-        # One virtual source before the seeds carries their starting costs (a zero would be no edge).
-        extra = sp.csr_matrix(([max(c, 1e-9) for _, c in sources], ([n] * len(sources), [i for i, _ in sources])),
-                              shape=(n + 1, n + 1))
-        graph = sp.bmat([[self.cost, None], [None, sp.csr_matrix((1, 1))]], format="csr") + extra
-        _dist, pred = dijkstra(graph, directed=True, indices=n, return_predecessors=True)
+        dist, pred = cheapest_paths(self.cost, sources)
         out: dict[str, Path] = {}
         for key in targets:
             t = self.index.get(key)
-            if t is None or pred[t] < 0:
+            if t is None or not np.isfinite(dist[t]):
                 continue
             nodes, steps = [t], []
-            while pred[nodes[-1]] != n and pred[nodes[-1]] >= 0:
+            while pred[nodes[-1]] >= 0:
                 prev = int(pred[nodes[-1]])
                 steps.append(self.step(prev, nodes[-1]))
                 nodes.append(prev)
