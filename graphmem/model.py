@@ -62,6 +62,9 @@ _PREFIXES: dict[NodeKind, str] = {k: k.value for k in NodeKind} | {
 }
 KIND_BY_PREFIX: dict[str, NodeKind] = {p: k for k, p in _PREFIXES.items()}
 KIND_BY_LABEL: dict[str, NodeKind] = {k.label: k for k in NodeKind}
+# The organisation's own kinds: what entity resolution may merge a name into (with the entity
+# family that names each), and what a question names when it names a part of the organisation.
+ORG_KINDS: dict[NodeKind, str] = {NodeKind.SERVICE: "service", NodeKind.TEAM: "team", NodeKind.PERSON: "person"}
 
 # The label every graphmem node carries in Neo4j besides its kind's label; lookups go through it.
 NODE_LABEL = "Node"

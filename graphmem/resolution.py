@@ -52,6 +52,7 @@ import numpy as np
 
 from graphmem.errors import ModelError
 from graphmem.model import (
+    ORG_KINDS,
     Node,
     NodeKind,
     Provenance,
@@ -98,8 +99,6 @@ _FAMILIES: dict[str, tuple[str, ...]] = {
     "date": ("date", "time", "year", "period"),
 }
 FAMILY_OF = {t: fam for fam, types in _FAMILIES.items() for t in types}
-# Node kinds entities may be merged into, with the entity family that names them.
-ORG_KINDS = {NodeKind.SERVICE: "service", NodeKind.TEAM: "team", NodeKind.PERSON: "person"}
 # A suffix that says an untyped name means an organisation node ("payments team").
 _ORG_SUFFIX = {"service": ("service", "microservice", "server"), "team": ("team", "squad")}
 

@@ -11,8 +11,7 @@ from operator import attrgetter
 
 import numpy as np
 
-from graphmem.model import REL_ENDPOINTS, NodeKind, RelType
-from graphmem.resolution import ORG_KINDS
+from graphmem.model import ORG_KINDS, REL_ENDPOINTS, NodeKind, RelType
 from graphmem.retrieval.config import LinkConfig, WalkConfig
 from graphmem.retrieval.graph.catalog import Catalog
 from graphmem.retrieval.graph.linking import Link, LinkReason, reference_date
