@@ -18,12 +18,15 @@ IDENT_LIKE = re.compile(r"[a-z][A-Z]|_|\.|\(\)")
 STOP = frozenset(["a", "an", "the", "of", "in", "on", "at", "to", "for", "from", "by", "with", "and", "or", "is", "are", "was", "were", "be", "been", "that", "which", "what", "who", "whom", "whose", "how", "why", "when", "where", "did", "do", "does", "has", "have", "had", "it", "its", "this", "these", "those", "all", "any", "me", "show", "list", "find"])
 
 
-def node_date(node: Node) -> str | None:
-    """When a dated node happened: an incident's start, a commit's time, a decision's date (ISO)."""
+_DATE_PROPS = {NodeKind.INCIDENT: ("started_at", "date"), NodeKind.COMMIT: ("committed_at", "authored_at"),
+               NodeKind.DECISION: ("date",)}
+
+
+def node_date(node: Node, kind: NodeKind | None = None) -> str | None:
+    """When a dated node happened: an incident's start, a commit's time, a decision's date (ISO).
+    ``kind``: the node's kind, when the caller has it already."""
     p = node.props
-    names = {NodeKind.INCIDENT: ("started_at", "date"), NodeKind.COMMIT: ("committed_at", "authored_at"),
-             NodeKind.DECISION: ("date",)}.get(node.kind, ())
-    for name in names:
+    for name in _DATE_PROPS.get(kind or node.kind, ()):
         value = p.get(name)
         if isinstance(value, str) and value:
             return f"{value}T00:00:00.000000Z" if len(value) == 10 else value
@@ -62,34 +65,36 @@ class Catalog:
     def build(cls, store: GraphStore, *, fuzzy_min_length: int = 5) -> Catalog:
         cat = cls()
         for node in store.iter_nodes(include_closed=True):
-            if node.kind in (NodeKind.SYMBOL, NodeKind.FILE):
+            kind = node.kind  # read from the key: once per node, not once per test below
+            if kind in (NodeKind.SYMBOL, NodeKind.FILE):
                 cat.lifetimes[node.key] = (node.valid_from, node.valid_to)
             if node.valid_to is not None:
-                if node.kind in (NodeKind.SYMBOL, NodeKind.FILE):
-                    cat.nodes.setdefault(node.key, (node.kind, node.name, None))
-                    for name in cat._own_names(node):
+                if kind in (NodeKind.SYMBOL, NodeKind.FILE):
+                    cat.nodes.setdefault(node.key, (kind, node.name, None))
+                    for name in cat._own_names(node, kind):
                         words = tuple(singular(w) for w in words_of(name))
                         if words:
                             cat.closed_by_name.setdefault(words, set()).add(node.key)
                 continue
-            if node.kind is NodeKind.COMMIT and node_date(node):
-                cat.commits_at.setdefault(str(node_date(node)), []).append(node.key)
-            cat.nodes[node.key] = (node.kind, node.name, node_date(node))
-            cat.by_kind.setdefault(node.kind, []).append(node.key)
-            for name in cat._names(node):
+            day = node_date(node, kind)
+            if kind is NodeKind.COMMIT and day:
+                cat.commits_at.setdefault(str(day), []).append(node.key)
+            cat.nodes[node.key] = (kind, node.name, day)
+            cat.by_kind.setdefault(kind, []).append(node.key)
+            for name in cat._names(node, kind):
                 words = tuple(singular(w) for w in words_of(name))
                 if words:
                     cat.by_name.setdefault(words, set()).add(node.key)
-            if node.kind is NodeKind.COMMIT and node.props.get("parents") == []:
+            if kind is NodeKind.COMMIT and node.props.get("parents") == []:
                 cat.root_commits.add(node.key)
             parents = node.props.get("parents")
-            if node.kind is NodeKind.COMMIT and isinstance(parents, list) and len(parents) > 1:
+            if kind is NodeKind.COMMIT and isinstance(parents, list) and len(parents) > 1:
                 cat.merge_commits.add(node.key)
-            if node.kind is NodeKind.INCIDENT:
+            if kind is NodeKind.INCIDENT:
                 m = re.search(r"(\d+)$", node.key)
                 if m:
                     cat.incidents_by_number[int(m.group(1))] = node.key
-            if node.kind in (NodeKind.DECISION, NodeKind.INCIDENT) and node.name:
+            if kind in (NodeKind.DECISION, NodeKind.INCIDENT) and node.name:
                 cat.titles.append((node.key, {singular(w) for w in words_of(node.name)} - STOP))
         cat.fuzzy_names = sorted({words[0] for words, keys in cat.by_name.items()
                                   if len(words) == 1 and len(words[0]) >= fuzzy_min_length
@@ -97,15 +102,15 @@ class Catalog:
         return cat
 
     @staticmethod
-    def _names(node: Node) -> list[str]:
+    def _names(node: Node, kind: NodeKind) -> list[str]:
         aliases = node.props.get("aliases")
         # Other spellings of the same thing (merged duplicates, "Postgres" for PostgreSQL).
         extra = [a for a in aliases if isinstance(a, str)] if isinstance(aliases, list) else []
-        return Catalog._own_names(node) + extra
+        return Catalog._own_names(node, kind) + extra
 
     @staticmethod
-    def _own_names(node: Node) -> list[str]:
-        kind, name = node.kind, node.name or ""
+    def _own_names(node: Node, kind: NodeKind) -> list[str]:
+        name = node.name or ""
         if kind in (NodeKind.SERVICE, NodeKind.TEAM, NodeKind.TICKET, NodeKind.ENTITY):
             return [name]
         if kind is NodeKind.PERSON:
