@@ -85,3 +85,16 @@ def test_a_start_node_begins_its_own_path_unless_another_start_reaches_it_more_c
     dist, previous = cheapest_paths(costs, {0: 0.0, 1: 5.0, 2: 2.0})
     assert dist.tolist() == [0.0, 1.0, 2.0]
     assert previous.tolist() == [-1, 0, -1]  # 2 costs 2 from itself and 2 through 1: begun there
+
+
+def test_a_large_matrix_multiplies_as_a_small_one_does() -> None:
+    from graphmem.retrieval.graph.sparse import COMPILED_PRODUCT_FROM
+
+    rng = np.random.default_rng(1)
+    n, m = 3000, COMPILED_PRODUCT_FROM + 5000
+    big = Csr.from_triples(rng.integers(0, n, m), rng.integers(0, n, m), rng.uniform(size=m), n)
+    assert big.nnz >= COMPILED_PRODUCT_FROM
+    x = rng.uniform(size=n)
+    by_rows = np.bincount(big.row, weights=big.data * x[big.indices], minlength=n)
+    assert np.allclose(big @ x, by_rows)
+    assert np.allclose(big @ x, big @ x)  # the compiled matrix, made on the first product, is kept

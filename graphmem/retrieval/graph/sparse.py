@@ -10,14 +10,20 @@ hold thousands of entries, so these few operations are written here with numpy.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 __all__ = ["Csr", "cheapest_paths"]
 
+# From this many entries (a passage corpus's whole entity layer, not a question's walk) a product
+# goes through scipy's compiled one, several times faster than numpy's gather and sum; scipy is
+# imported then, and only then.
+COMPILED_PRODUCT_FROM = 50_000
 
-@dataclass(frozen=True, slots=True)
+
+@dataclass(slots=True)
 class Csr:
     """An ``n`` x ``n`` matrix in compressed rows: entry ``i`` is ``(row[i], indices[i], data[i])``,
     rows in order and columns ascending within a row (``row`` is kept beside ``indptr``, since
@@ -28,6 +34,7 @@ class Csr:
     indices: np.ndarray  # int64, the column of each entry
     data: np.ndarray  # float64
     n: int
+    _compiled: Any = field(default=None, repr=False, compare=False)  # scipy's matrix, made once when large
 
     @classmethod
     def from_triples(cls, rows: object, cols: object, vals: object, n: int) -> Csr:
@@ -58,6 +65,12 @@ class Csr:
 
     def __matmul__(self, vector: np.ndarray) -> np.ndarray:
         """The matrix times a vector."""
+        if self.nnz >= COMPILED_PRODUCT_FROM:
+            if self._compiled is None:
+                import scipy.sparse as sp
+
+                self._compiled = sp.csr_matrix((self.data, self.indices, self.indptr), shape=(self.n, self.n))
+            return self._compiled @ vector
         return np.bincount(self.row, weights=self.data * vector[self.indices], minlength=self.n)
 
     def row_sums(self) -> np.ndarray:
@@ -65,6 +78,17 @@ class Csr:
 
     def column_sums(self) -> np.ndarray:
         return np.bincount(self.indices, weights=self.data, minlength=self.n)
+
+    def steps_out(self, rows: np.ndarray) -> np.ndarray:
+        """The positions of the entries of the given rows."""
+        starts, ends = self.indptr[rows], self.indptr[rows + 1]
+        counts = ends - starts
+        total = int(counts.sum())
+        if not total:
+            return np.empty(0, dtype=np.int64)
+        # Each row's run of positions: 0..total-1, shifted by where its row starts.
+        shift = np.repeat(starts - (np.cumsum(counts) - counts), counts)
+        return np.arange(total, dtype=np.int64) + shift
 
     def with_data(self, data: np.ndarray) -> Csr:
         """The same entries holding other values."""
@@ -90,14 +114,14 @@ def cheapest_paths(costs: Csr, start: Mapping[int, float]) -> tuple[np.ndarray, 
         dist[node] = min(dist[node], float(cost))
     begin = dist.copy()
     row, col, data = costs.row, costs.indices, costs.data
-    changed = np.isfinite(dist)
+    changed = np.flatnonzero(np.isfinite(dist))
     for _ in range(n):  # a cheapest path has fewer than n steps
-        out = np.flatnonzero(changed[row])
+        out = costs.steps_out(changed)
         if not out.size:
             break
         best = dist.copy()
         np.minimum.at(best, col[out], dist[row[out]] + data[out])
-        changed = best < dist
+        changed = np.flatnonzero(best < dist)
         dist = best
     previous = np.full(n, -1, dtype=np.int64)
     reach = dist[row] + data
