@@ -682,6 +682,36 @@ def test_modes_and_bad_requests(answered: tuple[Graphmem, dict]) -> None:
 
 
 
+def test_a_relationship_the_graph_holds_none_of_is_forgotten_with_its_direction_and_step() -> None:
+    q = parse_question("Which functions call the function that parses the config?")
+    assert q.relational and RelType.CALLS in q.rel_types
+    q.keep_relationships({RelType.CALLS.value})
+    assert q.relational and RelType.CALLS in q.rel_types  # held: kept
+    q.keep_relationships({RelType.CONTAINS.value})
+    assert not q.relational
+    assert not q.rel_types and not q.directions and not q.main_rel_types and q.step is None
+
+
+def test_a_relationship_the_project_holds_none_of_is_not_asked_for(tmp_path: Path, embedder: Any) -> None:
+    """Over notes without incidents, "what caused the entries to expire" names a relationship no
+    edge has: the question asks for none, and the note that tells comes back."""
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "cache.md").write_text("# Cache\n\nEntries expire after ten minutes because the store "
+                                    "evicts them on a timer.\n", encoding="utf-8")
+    (notes / "retry.md").write_text("# Retry policy\n\nClients retry three times.\n", encoding="utf-8")
+    gm = Graphmem(Settings(store="embedded", home=tmp_path / "home"), "notes", embedder=embedder, reranker=None)
+    try:
+        gm.ingest(notes)
+        assert not gm.store.counts().rels.get(RelType.CAUSED_BY.value)
+        assert RelType.CAUSED_BY in parse_question("What caused the cache entries to expire?").rel_types
+        answer = gm.query("What caused the cache entries to expire?", mode="hybrid", k=3)
+        assert RelType.CAUSED_BY.value not in answer.analysis["relationships"]
+        assert answer.keys[0] == "doc:cache.md"
+    finally:
+        gm.close()
+
+
 def test_a_kind_the_project_holds_none_of_is_not_asked_for(tmp_path: Path, embedder: Any) -> None:
     """Over notes without history, "when was the retry policy changed" cannot be answered by a
     commit: the question asks for no kind, and the note that tells comes back."""

@@ -292,6 +292,10 @@ class Retriever:
             # A kind the project holds none of ("when was the law changed" over passages, no
             # commits) asks for nothing the graph can give: the question is read as asking no kind.
             question.answer_kinds = ()
+        if built is not None and built.catalog.rel_types is not None:
+            # Likewise a relationship it holds none of ("what caused …" over code without incidents,
+            # "which code depends on X" where dependencies join services only) leads nowhere.
+            question.keep_relationships(built.catalog.rel_types)
         if wanted:
             # The kinds asked for by filter are the answer's: the walk ranks them (it keeps entities,
             # say, only when they are asked for) instead of losing them to the filter afterwards.

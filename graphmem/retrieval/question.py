@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import calendar
 import re
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
@@ -267,6 +268,20 @@ class Question:
     # "the functions in the assertion module", "which code under src/app/ calls X": directories
     # written as paths, or names of a package, module or directory, the answer lies in.
     inside: tuple[str, ...] = ()
+
+    def keep_relationships(self, held: Collection[str]) -> None:
+        """Forget the relationships (and their directions and steps) whose type is not in ``held``:
+        a graph holding none of a type has no edge of it to walk."""
+        gone = {t for t in (*self.rel_types, *self.directions, *self.main_rel_types) if t.value not in held}
+        if self.step is not None and self.step[0].value not in held:
+            gone.add(self.step[0])
+        if not gone:
+            return
+        self.rel_types = {t: w for t, w in self.rel_types.items() if t not in gone}
+        self.main_rel_types = frozenset(self.main_rel_types - gone)
+        self.directions = {t: end for t, end in self.directions.items() if t not in gone}
+        if self.step is not None and self.step[0] in gone:
+            self.step = None
 
     @property
     def relational(self) -> bool:

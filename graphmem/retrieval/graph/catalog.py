@@ -53,6 +53,8 @@ class Catalog:
     merge_commits: set[str] = field(default_factory=set)  # several parents: they bring others' changes in
     titles: list[tuple[str, set[str]]] = field(default_factory=list)  # title words, for fuzzy matching
     fuzzy_names: list[str] = field(default_factory=list)  # one-word names that misspellings may mean
+    # The relationship types the project holds (open ones); None: not known, so none is ruled out.
+    rel_types: frozenset[str] | None = None
     # When each piece of code began and (if it is gone) ended in the graph, and the commits made at
     # each moment: "which release removed X" is answered by the commit at X's end.
     lifetimes: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)
@@ -96,6 +98,7 @@ class Catalog:
                     cat.incidents_by_number[int(m.group(1))] = node.key
             if kind in (NodeKind.DECISION, NodeKind.INCIDENT) and node.name:
                 cat.titles.append((node.key, {singular(w) for w in words_of(node.name)} - STOP))
+        cat.rel_types = frozenset(store.counts().rels)
         cat.fuzzy_names = sorted({words[0] for words, keys in cat.by_name.items()
                                   if len(words) == 1 and len(words[0]) >= fuzzy_min_length
                                   and any(cat.nodes[k][0] in FUZZY_KINDS for k in keys)})
