@@ -116,7 +116,8 @@ class EntityLayer:
             steps.setdefault((b, a), Step(src, SYNONYM_STEP, dst))
         n = len(keys)
         matrix = Csr.from_triples(rows, cols, vals, n)
-        return cls(keys, index, transition(matrix), matrix.with_data(1.0 / matrix.data), steps, specificity, is_entity, list(facts), config,
+        costs = matrix.with_data(1.0 / matrix.data)
+        return cls(keys, index, transition(matrix), costs, steps, specificity, is_entity, list(facts), config,
                    frozenset(about))
 
     def bridged(self, path: Path) -> bool:
