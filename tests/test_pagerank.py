@@ -8,30 +8,14 @@ import pytest
 
 from graphmem.retrieval.graph.pagerank import personalized_pagerank, transition
 from graphmem.retrieval.graph.sparse import Csr
-
-
-def _matrix(g: nx.DiGraph) -> Csr:
-    edges = list(g.edges(data="weight", default=1.0))
-    return Csr.from_triples([a for a, _, _ in edges], [b for _, b, _ in edges], [w for _, _, w in edges],
-                            g.number_of_nodes())
-
-
-def _random_graph(seed: int, n: int = 40, p: float = 0.12) -> nx.DiGraph:
-    rng = np.random.default_rng(seed)
-    g = nx.DiGraph()
-    g.add_nodes_from(range(n))
-    for a in range(n):
-        for b in range(n):
-            if a != b and rng.random() < p:
-                g.add_edge(a, b, weight=float(rng.uniform(0.1, 3.0)))
-    return g
+from tests.graphs import as_csr, random_digraph
 
 
 @pytest.mark.parametrize("seed", range(5))
 def test_pagerank_equals_networkx_with_the_same_dangling_rule(seed: int) -> None:
-    g = _random_graph(seed)
+    g = random_digraph(seed, 40, 0.12)
     n = g.number_of_nodes()
-    adjacency = _matrix(g)
+    adjacency = as_csr(g)
     rng = np.random.default_rng(100 + seed)
     restart = np.zeros(n)
     restart[rng.choice(n, size=3, replace=False)] = rng.uniform(0.5, 2.0, size=3)
@@ -46,7 +30,7 @@ def test_pagerank_equals_networkx_with_the_same_dangling_rule(seed: int) -> None
 def test_without_the_dangling_rule_mass_leaks_but_order_among_connected_nodes_holds() -> None:
     g = nx.cycle_graph(6, create_using=nx.DiGraph)
     g.add_edge(0, 6)  # node 6 has no way out
-    adjacency = _matrix(g)
+    adjacency = as_csr(g)
     restart = np.zeros(7)
     restart[0] = 1.0
     leaky = personalized_pagerank(transition(adjacency), restart, damping=0.85, iterations=100)

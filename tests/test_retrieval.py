@@ -692,17 +692,28 @@ def test_a_relationship_the_graph_holds_none_of_is_forgotten_with_its_direction_
     assert not q.rel_types and not q.directions and not q.main_rel_types and q.step is None
 
 
-def test_a_relationship_the_project_holds_none_of_is_not_asked_for(tmp_path: Path, embedder: Any) -> None:
-    """Over notes without incidents, "what caused the entries to expire" names a relationship no
-    edge has: the question asks for none, and the note that tells comes back."""
+def _notes(tmp_path: Path, embedder: Any, files: dict[str, str]) -> Graphmem:
+    """A project of markdown notes (no history, no code), ingested into the embedded store."""
     notes = tmp_path / "notes"
     notes.mkdir()
-    (notes / "cache.md").write_text("# Cache\n\nEntries expire after ten minutes because the store "
-                                    "evicts them on a timer.\n", encoding="utf-8")
-    (notes / "retry.md").write_text("# Retry policy\n\nClients retry three times.\n", encoding="utf-8")
+    for name, text in files.items():
+        (notes / name).write_text(text, encoding="utf-8")
     gm = Graphmem(Settings(store="embedded", home=tmp_path / "home"), "notes", embedder=embedder, reranker=None)
     try:
         gm.ingest(notes)
+    except BaseException:
+        gm.close()
+        raise
+    return gm
+
+
+def test_a_relationship_the_project_holds_none_of_is_not_asked_for(tmp_path: Path, embedder: Any) -> None:
+    """Over notes without incidents, "what caused the entries to expire" names a relationship no
+    edge has: the question asks for none, and the note that tells comes back."""
+    gm = _notes(tmp_path, embedder, {
+        "cache.md": "# Cache\n\nEntries expire after ten minutes because the store evicts them on a timer.\n",
+        "retry.md": "# Retry policy\n\nClients retry three times.\n"})
+    try:
         assert not gm.store.counts().rels.get(RelType.CAUSED_BY.value)
         assert RelType.CAUSED_BY in parse_question("What caused the cache entries to expire?").rel_types
         answer = gm.query("What caused the cache entries to expire?", mode="hybrid", k=3)
@@ -715,14 +726,11 @@ def test_a_relationship_the_project_holds_none_of_is_not_asked_for(tmp_path: Pat
 def test_a_kind_the_project_holds_none_of_is_not_asked_for(tmp_path: Path, embedder: Any) -> None:
     """Over notes without history, "when was the retry policy changed" cannot be answered by a
     commit: the question asks for no kind, and the note that tells comes back."""
-    notes = tmp_path / "notes"
-    notes.mkdir()
-    (notes / "retry.md").write_text("# Retry policy\n\nThe retry policy was changed in March to back off "
-                                    "exponentially after the third failure.\n", encoding="utf-8")
-    (notes / "cache.md").write_text("# Cache\n\nEntries expire after ten minutes.\n", encoding="utf-8")
-    gm = Graphmem(Settings(store="embedded", home=tmp_path / "home"), "notes", embedder=embedder, reranker=None)
+    gm = _notes(tmp_path, embedder, {
+        "retry.md": "# Retry policy\n\nThe retry policy was changed in March to back off exponentially "
+                    "after the third failure.\n",
+        "cache.md": "# Cache\n\nEntries expire after ten minutes.\n"})
     try:
-        gm.ingest(notes)
         assert not gm.store.counts().nodes.get(NodeKind.COMMIT.value)
         assert parse_question("When was the retry policy changed?").answer_kinds == (NodeKind.COMMIT,)
         answer = gm.query("When was the retry policy changed?", mode="hybrid", k=3)

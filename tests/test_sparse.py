@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from graphmem.retrieval.graph.sparse import Csr, cheapest_paths
+from tests.graphs import as_csr, random_digraph
 
 
 def test_repeated_entries_are_summed_and_products_match_dense_arithmetic() -> None:
@@ -31,17 +32,10 @@ def test_an_entry_outside_the_matrix_is_refused() -> None:
         Csr.from_triples([0, 3], [1, 0], [1.0, 1.0], 3)
 
 
-def _random_costs(seed: int, n: int = 60, p: float = 0.06) -> tuple[nx.DiGraph, Csr]:
-    rng = np.random.default_rng(seed)
-    g = nx.DiGraph()
-    g.add_nodes_from(range(n))
-    for a in range(n):
-        for b in range(n):
-            if a != b and rng.random() < p:
-                # Few distinct costs, so equally cheap paths are common.
-                g.add_edge(a, b, weight=float(rng.choice([0.5, 1.0, 2.0])))
-    edges = list(g.edges(data="weight"))
-    return g, Csr.from_triples([a for a, _, _ in edges], [b for _, b, _ in edges], [w for _, _, w in edges], n)
+def _random_costs(seed: int) -> tuple[nx.DiGraph, Csr]:
+    # Few distinct costs, so equally cheap paths are common.
+    g = random_digraph(seed, 60, 0.06, weights=[0.5, 1.0, 2.0])
+    return g, as_csr(g)
 
 
 @pytest.mark.parametrize("seed", range(6))
