@@ -79,17 +79,6 @@ class Csr:
     def column_sums(self) -> np.ndarray:
         return np.bincount(self.indices, weights=self.data, minlength=self.n)
 
-    def steps_out(self, rows: np.ndarray) -> np.ndarray:
-        """The positions of the entries of the given rows."""
-        starts, ends = self.indptr[rows], self.indptr[rows + 1]
-        counts = ends - starts
-        total = int(counts.sum())
-        if not total:
-            return np.empty(0, dtype=np.int64)
-        # Each row's run of positions: 0..total-1, shifted by where its row starts.
-        shift = np.repeat(starts - (np.cumsum(counts) - counts), counts)
-        return np.arange(total, dtype=np.int64) + shift
-
     def with_data(self, data: np.ndarray) -> Csr:
         """The same entries holding other values."""
         return Csr(self.indptr, self.row, self.indices, np.asarray(data, dtype=np.float64), self.n)
@@ -114,14 +103,14 @@ def cheapest_paths(costs: Csr, start: Mapping[int, float]) -> tuple[np.ndarray, 
         dist[node] = min(dist[node], float(cost))
     begin = dist.copy()
     row, col, data = costs.row, costs.indices, costs.data
-    changed = np.flatnonzero(np.isfinite(dist))
+    changed = np.isfinite(dist)
     for _ in range(n):  # a cheapest path has fewer than n steps
-        out = costs.steps_out(changed)
+        out = np.flatnonzero(changed[row])
         if not out.size:
             break
         best = dist.copy()
         np.minimum.at(best, col[out], dist[row[out]] + data[out])
-        changed = np.flatnonzero(best < dist)
+        changed = best < dist
         dist = best
     previous = np.full(n, -1, dtype=np.int64)
     reach = dist[row] + data
