@@ -206,6 +206,9 @@ class Graphmem:
               path_prefix: str | None = None, now: datetime | None = None, as_of: str | None = None) -> Answer:
         """Answer a question (see :class:`graphmem.retrieval.engine.Retriever`); ``as_of`` (ISO time)
         walks the graph as it was then."""
+        if self._retriever is None:
+            # Before the graph is loaded: the model sessions load beside it (see start_models).
+            self.retriever.start_models(text, mode)
         if self.settings.index == "local":
             self.indexes.follow(self.store)  # chunk writes no sync of this home has seen (another server's)
         self.indexes.refresh()  # indexes another process saved since they were loaded

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 
 import os
+import threading
+import time
 import zipfile
 from collections.abc import Iterator
 from datetime import datetime, timezone
@@ -406,6 +408,32 @@ def test_unchanged_text_is_never_embedded_twice(embedder: Any, tmp_path: Path) -
     assert again.embedded == 0 and again.added == 0  # nothing changed: nothing to do
     fresh = Indexes(tmp_path / "i2", embedder=embedder, cache_dir=tmp_path / "cache").sync(store)
     assert (fresh.embedded, fresh.from_cache, fresh.added) == (0, 5, 5)
+    store.close()
+
+
+def test_a_first_question_starts_loading_its_model_once_on_another_thread(embedder: Any, tmp_path: Path) -> None:
+    from graphmem.retrieval.engine import Retriever
+
+    made: list[str] = []
+
+    def make() -> Any:
+        made.append(threading.current_thread().name)
+        time.sleep(0.2)  # a model read from disk: a second question arrives while it loads
+        return embedder
+
+    store = EmbeddedStore(tmp_path, "first")
+    indexes = Indexes(tmp_path / "index", embedder=make, cache_dir=tmp_path / "cache")
+    retriever = Retriever(store, indexes, reranker=None)
+    retriever.start_models("Which function parses the config file?", "bm25")
+    assert not made and not indexes.embedder_loaded  # BM25 alone needs no model
+    for _ in range(3):
+        retriever.start_models("Which function parses the config file?", "hybrid")
+    deadline = time.monotonic() + 30
+    while not indexes.embedder_loaded and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert indexes.embedder_loaded and len(made) == 1 and made[0] != threading.current_thread().name
+    retriever.start_models("Another question", "hybrid")
+    assert indexes.embedder.encode_query("parse").shape == (embedder.dim,) and len(made) == 1
     store.close()
 
 

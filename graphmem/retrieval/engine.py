@@ -152,9 +152,32 @@ class Retriever:
         self.rrf_k = rrf_k() if rrf_constant is None else rrf_constant
         self.now = now
         self._graphs: list[tuple[tuple[Any, ...], GraphRetriever]] = []
+        self._started: set[Any] = set()  # models whose loading start_models started (once each)
+        self._starting_lock = threading.Lock()
         # The graph retriever is wired once per linking, walk and layer setting (a swept recipe may
         # change them), with the embedder provider (loaded on first use).
         self.graph = self.graph_for(config or preset(DEFAULT_MODE))
+
+    def start_models(self, text: str, mode: str | RetrievalConfig = DEFAULT_MODE) -> None:
+        """Start loading, on other threads, the model sessions a new process's first question
+        ``text`` will use: the embedder's, and the reranker's when a first reading of the question
+        says the model will likely reorder it. Reading a session from disk holds no interpreter
+        lock, so it overlaps the graph's and the indexes' loading instead of following it (an
+        error there is raised again where the model is used). Does nothing once they are loaded."""
+        spec = preset(mode)
+        runs = set(spec.retrievers) | ({"bm25", "vector"} if "graph" in spec.retrievers else set())
+        with self._starting_lock:
+            if "vector" in runs and not self.indexes.embedder_loaded and "embedder" not in self._started:
+                self._started.add("embedder")
+                _side_pool().submit(getattr, self.indexes, "embedder")
+            reranker = self.reranker
+            if (spec.rerank.enabled and reranker is not None and not reranker.loaded
+                    and reranker not in self._started):
+                first = parse_question(text, self.now or datetime.now(timezone.utc))
+                if reranker.helps_for([kd.value for kd in first.answer_kinds], spec.rerank,
+                                      relational=first.relational):
+                    self._started.add(reranker)
+                    _side_pool().submit(reranker.prepare)
 
     def graph_for(self, spec: RetrievalConfig) -> GraphRetriever:
         """The graph retriever of ``spec``'s linking, walk and entity-layer settings."""
@@ -176,14 +199,7 @@ class Retriever:
         if k < 1:
             raise ModelError("k must be at least 1")
         timings = {"bm25": 0.0, "vector": 0.0, "graph": 0.0, "fusion": 0.0, "rerank": 0.0}
-        if spec.rerank.enabled and self.reranker is not None and not self.reranker.loaded:
-            # A new process's first question that the model will likely reorder (as a first reading
-            # of it says): the model loads on another thread while the lists are searched (an error
-            # there is raised again where the model is used).
-            first = parse_question(text, self.now or datetime.now(timezone.utc))
-            if self.reranker.helps_for([kd.value for kd in first.answer_kinds], spec.rerank,
-                                       relational=first.relational):
-                _side_pool().submit(self.reranker.prepare)
+        self.start_models(text, spec)
         cands = self.candidates(text, spec, kinds=kinds, path_prefix=path_prefix, now=now, as_of=as_of,
                                 timings=timings)
         question = cands.question
@@ -267,9 +283,6 @@ class Retriever:
                    if "bm25" in runs and "vector" in runs and getattr(self.indexes, "remote", False) else None)
         query_vec = None
         found: dict[int, Chunk] = {}  # chunks an index sent with its hits
-        if "vector" in runs and "bm25" in runs and lexical is None and not self.indexes.embedder_loaded:
-            # The embedder's first load (a model session) overlaps the BM25 search's (its index).
-            _side_pool().submit(getattr, self.indexes, "embedder")
         if "bm25" in runs and lexical is None:
             t = time.perf_counter()
             chunk_hits["bm25"], sent = _search(self.indexes.bm25, text, fetch)

@@ -257,7 +257,9 @@ class LazyEmbedder:
 
     _embedder: Embedder | None
     _embedder_source: Embedder | Callable[[], Embedder] | None
-    _lock: threading.RLock
+    # The embedder's own lock: making it (a model session, a second or so) on one thread must not
+    # hold up another thread loading or searching the indexes.
+    _embedder_lock: threading.Lock
 
     @property
     def embedder_loaded(self) -> bool:
@@ -267,7 +269,7 @@ class LazyEmbedder:
     def embedder(self) -> Embedder:
         embedder = self._embedder
         if embedder is None:
-            with self._lock:
+            with self._embedder_lock:
                 if self._embedder is None:
                     self._embedder = make_embedder(self._embedder_source)
                 embedder = self._embedder
@@ -295,6 +297,7 @@ class Indexes(LazyEmbedder):
         self.hnsw_threshold = hnsw_threshold
         self._embedder_source = embedder
         self._embedder: Embedder | None = None
+        self._embedder_lock = threading.Lock()
         self._bm25: BM25Index | None = None
         self._vectors: VectorIndex | None = None
         # Identity of the file each loaded index was read from (or saved to): see refresh().

@@ -190,7 +190,7 @@ class Neo4jIndexes(LazyEmbedder):
         self.cache_dir = Path(cache_dir)
         self._embedder_source = embedder
         self._embedder: SerialEmbedder | None = None
-        self._lock = threading.RLock()
+        self._embedder_lock = threading.Lock()
         self._count: tuple[float, int] | None = None  # (read at, the project's chunks)
         self.bm25 = TextSearch(self)
         self.vectors = VectorSearch(self)

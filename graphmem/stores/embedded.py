@@ -897,23 +897,24 @@ class EmbeddedStore(TraversalMixin):
         return {row[0] for row in self._reads().execute("SELECT id FROM chunks").fetchall()}
 
     def counts(self) -> Counts:
-        self._sync()
+        # Counted by SQLite, not from the graph in memory (which holds what it committed): a new
+        # process asking whether a project holds anything need not load the whole graph first.
         db = self._reads()
-        with self._rw.read():
-            counts = Counts()
-            for key, data in self._graph.nodes(data=True):
-                if data["n"].valid_to is None:
-                    kind = KIND_BY_PREFIX[key[: key.index(":")]].value
-                    counts.nodes[kind] = counts.nodes.get(kind, 0) + 1
-                else:
-                    counts.closed_nodes += 1
-            for _, _, t, d in self._graph.edges(keys=True, data=True):
-                if d["r"].valid_to is None:
-                    counts.rels[t] = counts.rels.get(t, 0) + 1
-                else:
-                    counts.closed_rels += 1
-            counts.chunks = db.execute("SELECT count(*) FROM chunks").fetchone()[0]
-            return counts
+        counts = Counts()
+        for prefix, is_open, n in db.execute(
+                "SELECT substr(key, 1, instr(key, ':') - 1), valid_to IS NULL, count(*) FROM nodes GROUP BY 1, 2"):
+            if is_open:
+                kind = KIND_BY_PREFIX[prefix].value
+                counts.nodes[kind] = counts.nodes.get(kind, 0) + n
+            else:
+                counts.closed_nodes += n
+        for typ, is_open, n in db.execute("SELECT type, valid_to IS NULL, count(*) FROM rels GROUP BY 1, 2"):
+            if is_open:
+                counts.rels[typ] = n
+            else:
+                counts.closed_rels += n
+        counts.chunks = db.execute("SELECT count(*) FROM chunks").fetchone()[0]
+        return counts
 
     # --- project state --------------------------------------------------------------------------
 
