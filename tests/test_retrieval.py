@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 
 import os
+import subprocess
+import sys
 import threading
 import time
 import zipfile
@@ -73,6 +75,33 @@ def test_hnsw_above_the_threshold_finds_neighbours_and_respects_removals() -> No
     assert all(cid != ids[0] for cid, _ in index.search(vecs[0], 20))
     index.add([int(ids[0])], vecs[0][None, :])  # re-added after removal: found again
     assert index.search(vecs[0], 1)[0][0] == ids[0]
+
+
+def test_an_index_crossing_the_threshold_both_ways_keeps_finding_what_it_holds() -> None:
+    vecs = unit(300, seed=4)
+    index = VectorIndex(16, hnsw_threshold=150)
+    index.add(range(1, 101), vecs[:100])
+    assert index.kind == "flat" and index.search(vecs[7], 1)[0][0] == 8
+    index.add(range(101, 301), vecs[100:])  # past the threshold: HNSW from here
+    assert index.kind == "hnsw" and index.search(vecs[200], 1)[0][0] == 201
+    index.remove(range(1, 201))  # back under it: exact again, and nothing removed comes back
+    assert index.kind == "flat" and len(index) == 100
+    query = unit(1, seed=5)[0]
+    expected = [int(i) for i in 201 + np.argsort(-(vecs[200:] @ query))[:10]]
+    assert [cid for cid, _ in index.search(query, 10)] == expected
+    index.add(range(1, 101), vecs[:100])  # over it again: the HNSW graph skips the removed rows
+    assert index.kind == "hnsw" and all(index.search(vecs[i], 1)[0][0] == i + 1 for i in (0, 50, 250))
+
+
+def test_exact_search_never_loads_faiss(tmp_path: Path) -> None:
+    """A small project's process searches, saves and loads its vectors without importing FAISS
+    (whose import costs a first question a tenth of a second)."""
+    code = ("import sys, numpy as np; from graphmem.retrieval.vectors import VectorIndex\n"
+            "v = np.eye(8, dtype=np.float32); index = VectorIndex(8, model='m'); index.add(range(8), v)\n"
+            f"index.save({str(tmp_path / 'v.npz')!r}); index = VectorIndex.load({str(tmp_path / 'v.npz')!r}, dim=8, model='m')\n"
+            "index.prepare(); print(index.search(v[3], 2)[0][0], 'faiss' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.split() == ["3", "False"]
 
 
 def test_save_is_atomic_and_damage_is_reported(tmp_path: Path) -> None:

@@ -2,8 +2,9 @@
 
 Vectors are kept by chunk id (the stable 63-bit id of ``graphmem.model.chunk_id``) beside a digest
 of the text they were computed from, so a sync re-embeds exactly the chunks whose text changed.
-Search is exact inner product (``IndexFlatIP`` over normalised vectors = cosine) up to
-``hnsw_threshold`` vectors and HNSW above it.
+Search is exact inner product (over normalised vectors = cosine) up to ``hnsw_threshold`` vectors,
+one matrix-vector product over the vectors the index keeps anyway, and FAISS HNSW above it (FAISS
+is imported only then: a small project's process never loads it).
 
 The whole index is one ``.npz`` file written to a temporary name and renamed into place, so a
 crash leaves the previous version intact. HNSW cannot delete in place: removed ids are masked and
@@ -16,12 +17,15 @@ import os
 import zipfile
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import faiss
 import numpy as np
 
 from graphmem.errors import ConfigError, StoreError
 from graphmem.retrieval.files import save_npz_atomic
+
+if TYPE_CHECKING:
+    import faiss
 
 FORMAT = 1
 # Exact search up to this many vectors (a 100,000 x 384 flat scan takes 15-30 ms on two cores; HNSW
@@ -43,7 +47,7 @@ HNSW_REBUILD_SHARE = 0.2
 
 
 class VectorIndex:
-    """Chunk vectors by id, searchable with FAISS; saved atomically as one file."""
+    """Chunk vectors by id, searchable exactly or with FAISS HNSW; saved atomically as one file."""
 
     def __init__(self, dim: int, *, model: str = "", hnsw_threshold: int = DEFAULT_HNSW_THRESHOLD) -> None:
         self.dim = dim
@@ -53,8 +57,8 @@ class VectorIndex:
         self._digests = np.zeros(0, dtype=np.int64)
         self._vectors = np.zeros((0, dim), dtype=np.float32)
         self._pos: dict[int, int] = {}
-        self._faiss: faiss.Index | None = None
-        # HNSW only: row of the graph -> chunk id, the live row of each id, rows removed since the build
+        self._faiss: faiss.IndexHNSWFlat | None = None  # built once the index is large (see ``kind``)
+        # Row of the HNSW graph -> chunk id, the live row of each id, rows removed since the build
         self._faiss_ids = np.zeros(0, dtype=np.int64)
         self._row_of: dict[int, int] = {}
         self._masked: set[int] = set()
@@ -109,9 +113,7 @@ class VectorIndex:
         keep = ~np.isin(self._ids, np.fromiter(gone, dtype=np.int64, count=len(gone)))
         self._ids, self._digests, self._vectors = self._ids[keep], self._digests[keep], self._vectors[keep]
         self._pos = {i: p for p, i in enumerate(self._ids.tolist())}
-        if isinstance(self._faiss, faiss.IndexIDMap2):
-            self._faiss.remove_ids(np.fromiter(gone, dtype=np.int64))  # type: ignore[arg-type]
-        elif self._faiss is not None:
+        if self._faiss is not None:
             self._masked |= {self._row_of.pop(i) for i in gone if i in self._row_of}
         return len(gone)
 
@@ -121,66 +123,59 @@ class VectorIndex:
         """The ``k`` nearest chunk ids to a normalised query vector, best first, with cosine scores."""
         if not len(self._ids) or k <= 0:
             return []
+        q = np.ascontiguousarray(query, dtype=np.float32).reshape(self.dim)
+        if self.kind == "flat":
+            scores = self._vectors @ q
+            fetch = min(k, len(scores))
+            top = np.argpartition(-scores, fetch - 1)[:fetch] if fetch < len(scores) else np.arange(len(scores))
+            order = top[np.argsort(-scores[top], kind="stable")]  # equal scores: the earlier row first
+            return [(cid, float(score)) for cid, score in zip(self._ids[order].tolist(), scores[order].tolist())]
+        import faiss
+
         index = self._index()
-        q = np.ascontiguousarray(query, dtype=np.float32).reshape(1, self.dim)
-        fetch = min(len(self._faiss_ids) if not isinstance(index, faiss.IndexIDMap2) else len(self._ids),
-                     k + len(self._masked))
-        if isinstance(index, faiss.IndexHNSWFlat):
-            # The candidate list must be wider than what is asked for, or recall drops sharply.
-            params = faiss.SearchParametersHNSW(efSearch=max(HNSW_EF_SEARCH, 2 * fetch))  # type: ignore[attr-defined]
-            scores, rows = index.search(q, fetch, params=params)
-        else:
-            scores, rows = index.search(q, fetch)
+        fetch = min(len(self._faiss_ids), k + len(self._masked))
+        # The candidate list must be wider than what is asked for, or recall drops sharply.
+        params = faiss.SearchParametersHNSW(efSearch=max(HNSW_EF_SEARCH, 2 * fetch))  # type: ignore[attr-defined]
+        scores, rows = index.search(q.reshape(1, self.dim), fetch, params=params)
         out: list[tuple[int, float]] = []
         for row, score in zip(rows[0].tolist(), scores[0].tolist()):
-            if row < 0:
+            if row < 0 or row in self._masked:
                 continue
-            if row in self._masked:
-                continue
-            cid = row if isinstance(index, faiss.IndexIDMap2) else int(self._faiss_ids[row])
-            out.append((cid, float(score)))
+            out.append((int(self._faiss_ids[row]), float(score)))
             if len(out) == k:
                 break
         return out
 
     def prepare(self) -> None:
-        """Build the FAISS index now, so that concurrent searches of an index nobody edits only read."""
-        if len(self._ids):
+        """Build the HNSW graph now (when the index is large enough to use one), so that concurrent
+        searches of an index nobody edits only read."""
+        if self.kind == "hnsw":
             self._index()
 
-    def _index(self) -> faiss.Index:
-        want_hnsw = self.kind == "hnsw"
-        stale = (self._faiss is None or want_hnsw != (not isinstance(self._faiss, faiss.IndexIDMap2))
-                 or len(self._masked) > HNSW_REBUILD_SHARE * max(1, len(self._faiss_ids)))
-        if stale:
-            self._build(want_hnsw)
+    def _index(self) -> faiss.IndexHNSWFlat:
+        if self._faiss is None or len(self._masked) > HNSW_REBUILD_SHARE * max(1, len(self._faiss_ids)):
+            self._build()
         assert self._faiss is not None
         return self._faiss
 
-    def _build(self, hnsw: bool) -> None:
-        if hnsw:
-            index = faiss.IndexHNSWFlat(self.dim, HNSW_M, faiss.METRIC_INNER_PRODUCT)
-            index.hnsw.efConstruction = HNSW_EF_CONSTRUCTION
-            index.hnsw.efSearch = HNSW_EF_SEARCH
-            index.add(self._vectors)
-            self._faiss, self._faiss_ids = index, self._ids.copy()
-            self._row_of = {i: r for r, i in enumerate(self._faiss_ids.tolist())}
-        else:
-            flat = faiss.IndexIDMap2(faiss.IndexFlatIP(self.dim))
-            flat.add_with_ids(self._vectors, self._ids)
-            self._faiss, self._faiss_ids, self._row_of = flat, np.zeros(0, dtype=np.int64), {}
+    def _build(self) -> None:
+        import faiss
+
+        index = faiss.IndexHNSWFlat(self.dim, HNSW_M, faiss.METRIC_INNER_PRODUCT)
+        index.hnsw.efConstruction = HNSW_EF_CONSTRUCTION
+        index.hnsw.efSearch = HNSW_EF_SEARCH
+        index.add(self._vectors)
+        self._faiss, self._faiss_ids = index, self._ids.copy()
+        self._row_of = {i: r for r, i in enumerate(self._faiss_ids.tolist())}
         self._masked = set()
 
     def _faiss_add(self, ids: np.ndarray, vecs: np.ndarray) -> None:
         if self._faiss is None:
-            return  # built on first search
-        if isinstance(self._faiss, faiss.IndexIDMap2):
-            self._faiss.add_with_ids(vecs, ids)
-        else:
-            start = len(self._faiss_ids)
-            self._faiss.add(vecs)
-            self._faiss_ids = np.concatenate([self._faiss_ids, ids])
-            self._row_of.update((i, start + r) for r, i in enumerate(ids.tolist()))
+            return  # built on the first search that needs it
+        start = len(self._faiss_ids)
+        self._faiss.add(vecs)
+        self._faiss_ids = np.concatenate([self._faiss_ids, ids])
+        self._row_of.update((i, start + r) for r, i in enumerate(ids.tolist()))
 
     # --- persistence ----------------------------------------------------------------------------
 
@@ -195,6 +190,8 @@ class VectorIndex:
             "ids": self._ids, "digests": self._digests, "vectors": self._vectors,
         }
         if self.kind == "hnsw":
+            import faiss
+
             index = self._index()
             arrays["hnsw"] = faiss.serialize_index(index)
             arrays["hnsw_ids"] = self._faiss_ids
@@ -231,6 +228,8 @@ class VectorIndex:
         index._vectors = np.ascontiguousarray(vectors, dtype=np.float32)
         index._pos = {i: p for p, i in enumerate(index._ids.tolist())}
         if hnsw is not None and hnsw_ids is not None:
+            import faiss
+
             index._faiss = faiss.deserialize_index(hnsw)
             index._faiss.hnsw.efSearch = HNSW_EF_SEARCH  # type: ignore[attr-defined]
             index._faiss_ids = hnsw_ids.astype(np.int64)
