@@ -364,3 +364,40 @@ def test_a_word_that_a_name_extends_is_no_misspelling_of_it(tmp_path) -> None:
     assert linked(cat, "How do I schedule a retry?") == set()
     assert linked(cat, "Who are the maintainres?") == {"team:maintainers"}
     assert linked(cat, "Who owns the schedular?") == {"service:scheduler"}
+
+
+def test_the_catalog_is_kept_between_processes_until_the_graph_changes(tmp_path, caplog) -> None:  # type: ignore[no-untyped-def]
+    """A new process reads the catalog an earlier one saved while the graph is unchanged; any write
+    (names or not) makes it build a new one, and a damaged file is built again."""
+    from graphmem.model import RelType, Relationship
+    from graphmem.retrieval.graph import GraphRetriever
+
+    store = EmbeddedStore(tmp_path, "kept")
+    prov = Provenance("src/app.py", "test")
+    parse = Node("sym:src/app.py::parse_settings", "parse_settings", prov, {"symbol_kind": "function",
+                                                                          "qualname": "parse_settings"})
+    store.upsert([Node("file:src/app.py", "src/app.py", prov, {}), parse], [], [])
+    first = GraphRetriever(store, cache_dir=tmp_path / "cache")
+    built = first.catalog
+    path = first.catalog_path
+    assert path is not None and path.is_file()
+    again = GraphRetriever(store, cache_dir=tmp_path / "cache").catalog
+    assert again == built and again is not built
+    q = parse_question("What does parse_settings return?")
+    assert parse.key in first.link(q)
+    # What the next process uses is the saved file: a name the file lacks is not linked.
+    stamp = {"generation": store.get_meta("graph_generation"), "fuzzy_min_length": LinkConfig().fuzzy_min_length}
+    saved = Catalog.from_bytes(path.read_bytes(), **stamp)
+    assert saved is not None
+    saved.by_name = {words: keys for words, keys in saved.by_name.items() if parse.key not in keys}
+    path.write_bytes(saved.to_bytes(**stamp))
+    assert parse.key not in GraphRetriever(store, cache_dir=tmp_path / "cache").link(q)
+    # A relationship written (no name changed) is a new generation: the catalog is built again.
+    store.upsert([], [Relationship("file:src/app.py", RelType.CONTAINS, parse.key, prov)], [])
+    fresh = GraphRetriever(store, cache_dir=tmp_path / "cache")
+    assert parse.key in fresh.link(q) and fresh.catalog.rel_types == {"CONTAINS"}
+    path.write_bytes(b"\x00 not a catalog")
+    with caplog.at_level("WARNING"):
+        assert GraphRetriever(store, cache_dir=tmp_path / "cache").catalog == fresh.catalog
+    assert "unreadable" in caplog.text
+    store.close()

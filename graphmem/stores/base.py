@@ -36,6 +36,10 @@ CHUNKS_GENERATION = "chunks_generation"
 # enrichment, entity resolution, a memory or an agent session): graph retrieval rebuilds its name
 # catalog when it moves, in this process or another.
 NAMES_STAMP = "names_changed_at"
+# Meta entry every write of a project's nodes or relationships changes (a new random value): what is
+# derived from the whole graph and kept between processes (the name catalog) is reused only while
+# it holds the value it was derived at.
+GENERATION = "graph_generation"
 
 @dataclass(frozen=True, slots=True)
 class Step:

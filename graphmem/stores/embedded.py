@@ -25,6 +25,7 @@ import gc
 import os
 import sqlite3
 import threading
+import uuid
 from contextlib import contextmanager
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -46,7 +47,7 @@ from graphmem.model import (
     now_iso,
     to_iso,
 )
-from graphmem.stores.base import Counts, Direction, Edge, Hub, Keep, Step, TraversalMixin, WriteSummary
+from graphmem.stores.base import GENERATION, Counts, Direction, Edge, Hub, Keep, Step, TraversalMixin, WriteSummary
 from graphmem.stores.batch import ProvenanceStamper, element_sources, merge_props, prepare_batch
 
 SCHEMA = """
@@ -400,6 +401,7 @@ class EmbeddedStore(TraversalMixin):
     def _write_now(self, db: sqlite3.Connection, work) -> None:  # type: ignore[no-untyped-def]
         if db.in_transaction:  # inside atomic(): that transaction commits or rolls back everything
             apply = work(db)
+            _new_generation(db)
             with self._rw.write():
                 self._expanded = {}
                 apply()
@@ -407,6 +409,7 @@ class EmbeddedStore(TraversalMixin):
         self._begin(db)
         try:
             apply = work(db)
+            _new_generation(db)
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
@@ -974,6 +977,11 @@ def _add_edges(graph: nx.MultiDiGraph, rels: Iterable[Relationship]) -> None:
     clear = getattr(nx, "_clear_cache", None)
     if clear is not None:  # networkx >= 3.3 caches backend conversions per graph
         clear(graph)
+
+
+def _new_generation(db: sqlite3.Connection) -> None:
+    """Mark the graph changed (``GENERATION``), in the transaction of the write that changed it."""
+    db.execute("INSERT OR REPLACE INTO meta VALUES (?,?)", (GENERATION, uuid.uuid4().hex))
 
 
 @contextmanager

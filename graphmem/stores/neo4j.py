@@ -46,6 +46,7 @@ from graphmem.model import (
 )
 from graphmem.stores.base import (
     CHUNKS_GENERATION,
+    GENERATION,
     Counts,
     Direction,
     Edge,
@@ -59,9 +60,8 @@ from graphmem.stores.batch import Batch, ProvenanceStamper, element_sources, pre
 
 T = TypeVar("T")
 
-# Meta entry every write of a project changes: a process keeps each node's expansion (graph retrieval
-# reads thousands per question) until it changes, as the embedded store does.
-GENERATION = "graph_generation"
+# A process keeps each node's expansion (graph retrieval reads thousands per question) until the
+# project's GENERATION changes, as the embedded store does.
 EXPAND_CACHE_LIMIT = 50_000  # nodes whose expansion is kept (emptied when full)
 READ_ATTEMPTS = 3  # tries of one read statement when a failure is retryable
 # Statements whose plan no statistics can change (their lookups go through uniqueness constraints,

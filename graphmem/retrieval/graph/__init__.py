@@ -10,6 +10,7 @@ and keeps what is built once per catalog (name vectors, the layer, fact vectors)
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -27,7 +28,10 @@ from graphmem.retrieval.graph.linking import Link, LinkReason, link, reference_d
 from graphmem.retrieval.graph.result import GraphHit, GraphResult
 from graphmem.retrieval.graph.walk import edge_weights, walk
 from graphmem.retrieval.question import Question
-from graphmem.stores.base import NAMES_STAMP, GraphStore
+from graphmem.retrieval.files import write_bytes_atomic
+from graphmem.stores.base import GENERATION, NAMES_STAMP, GraphStore
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from graphmem.retrieval.embed import Embedder
@@ -131,7 +135,7 @@ class GraphRetriever:
             with self._refresh_lock:
                 built = self._built
                 if built is None or stamp != built.stamp:
-                    cat = Catalog.build(self.store, fuzzy_min_length=self.link_config.fuzzy_min_length)
+                    cat = self._catalog()
                     built = self._built = _Built(stamp, cat,
                                                  project_names=self._project_names(cat, self._own_names(cat)))
         return built
@@ -139,6 +143,35 @@ class GraphRetriever:
     @property
     def catalog(self) -> Catalog:
         return self.refresh().catalog
+
+    @property
+    def catalog_path(self) -> FsPath | None:
+        """Where the project's catalog is kept between processes (None: nowhere)."""
+        return self.cache_dir / "catalogs" / f"{_safe(self.store.project)}.json" if self.cache_dir else None
+
+    def _catalog(self) -> Catalog:
+        """The project's catalog: as saved by an earlier process when the graph has not changed
+        since (its ``GENERATION`` is the same), else built from the store and saved."""
+        fuzzy = self.link_config.fuzzy_min_length
+        path = self.catalog_path
+        generation = self.store.get_meta(GENERATION) if path is not None else None
+        if path is not None and generation is not None:
+            try:
+                saved = Catalog.from_bytes(path.read_bytes(), generation=generation, fuzzy_min_length=fuzzy)
+                if saved is not None:
+                    return saved
+            except FileNotFoundError:
+                pass
+            except (OSError, ValueError) as exc:
+                log.warning("name catalog %s is unreadable (%s): building it again", path, exc)
+        cat = Catalog.build(self.store, fuzzy_min_length=fuzzy)
+        # Saved only when no write came while it was built (it would be part old, part new).
+        if path is not None and generation is not None and self.store.get_meta(GENERATION) == generation:
+            try:
+                write_bytes_atomic(path, cat.to_bytes(generation=generation, fuzzy_min_length=fuzzy))
+            except OSError as exc:  # a read-only home: every process builds its own
+                log.warning("cannot save the name catalog at %s: %s", path, exc)
+        return cat
 
     def _own_names(self, cat: Catalog) -> frozenset[tuple[str, ...]]:
         """The project's name and the name of a service that covers the whole repository."""

@@ -3,12 +3,14 @@ linking a question to them, and the word rules both sides share."""
 
 from __future__ import annotations
 
+import marshal
 import re
 from dataclasses import dataclass, field
 
 from graphmem.model import Node, NodeKind
 from graphmem.stores.base import GraphStore
 
+CACHE_FORMAT = 1  # of Catalog.to_bytes: a saved catalog of another format is built again
 FUZZY_KINDS = frozenset({NodeKind.SERVICE, NodeKind.TEAM, NodeKind.PERSON, NodeKind.ENTITY})
 # Entity types that say nothing about what an entity is (open extraction, capitalised spans).
 GENERIC_ENTITY_TYPES = frozenset({"concept", "entity", "other", "unknown", "misc", "thing"})
@@ -104,6 +106,38 @@ class Catalog:
                                   and any(cat.nodes[k][0] in FUZZY_KINDS for k in keys)})
         return cat
 
+    def to_bytes(self, **stamp: object) -> bytes:
+        """The catalog in ``marshal``'s format (plain values only: loading it runs no code, and
+        is several times faster than building it), with ``stamp`` (see ``from_bytes``)."""
+        return marshal.dumps({
+            "format": CACHE_FORMAT, "stamp": stamp,
+            "nodes": {key: (kind.value, name, day) for key, (kind, name, day) in self.nodes.items()},
+            "by_name": self.by_name, "by_kind": {kind.value: keys for kind, keys in self.by_kind.items()},
+            "incidents_by_number": self.incidents_by_number, "root_commits": self.root_commits,
+            "merge_commits": self.merge_commits, "titles": self.titles, "fuzzy_names": self.fuzzy_names,
+            "rel_types": self.rel_types, "lifetimes": self.lifetimes, "commits_at": self.commits_at,
+            "closed_by_name": self.closed_by_name,
+        })
+
+    @classmethod
+    def from_bytes(cls, data: bytes, **stamp: object) -> Catalog | None:
+        """A catalog ``to_bytes`` wrote with this same ``stamp`` (else None). Raises ``ValueError``
+        for data that is not such a catalog (a damaged file)."""
+        try:
+            raw = marshal.loads(data)
+            if raw.get("format") != CACHE_FORMAT or raw.get("stamp") != stamp:
+                return None
+            kinds = {k.value: k for k in NodeKind}
+            cat = cls(nodes={key: (kinds[kind], name, day) for key, (kind, name, day) in raw["nodes"].items()},
+                      by_kind={kinds[kind]: keys for kind, keys in raw["by_kind"].items()},
+                      **{name: raw[name] for name in _SAVED_AS_IS})
+        except (EOFError, AttributeError, KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"not a saved name catalog ({exc.__class__.__name__}: {exc})") from None
+        for name, kind in _SAVED_AS_IS.items():
+            if not isinstance(getattr(cat, name), kind):
+                raise ValueError(f"not a saved name catalog ({name} is a {type(getattr(cat, name)).__name__})")
+        return cat
+
     @staticmethod
     def _names(node: Node, kind: NodeKind) -> list[str]:
         aliases = node.props.get("aliases")
@@ -145,6 +179,14 @@ class Catalog:
             return [path, path.rsplit("/", 1)[-1]]
         return [name]
 
+
+
+# Catalog fields saved by to_bytes as they are, and the type each must have.
+_SAVED_AS_IS: dict[str, type | tuple[type, ...]] = {
+    "by_name": dict, "incidents_by_number": dict, "root_commits": set, "merge_commits": set, "titles": list,
+    "fuzzy_names": list, "rel_types": (frozenset, type(None)), "lifetimes": dict, "commits_at": dict,
+    "closed_by_name": dict,
+}
 
 
 def common_noun(key: str) -> bool:
