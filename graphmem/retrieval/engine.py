@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -166,10 +166,11 @@ class Retriever:
         error there is raised again where the model is used). Does nothing once they are loaded."""
         spec = preset(mode)
         runs = set(spec.retrievers) | ({"bm25", "vector"} if "graph" in spec.retrievers else set())
+        loads: list[Callable[[], object]] = []
         with self._starting_lock:
             if "vector" in runs and not self.indexes.embedder_loaded and "embedder" not in self._started:
                 self._started.add("embedder")
-                _side_pool().submit(getattr, self.indexes, "embedder")
+                loads.append(lambda: self.indexes.embedder)
             reranker = self.reranker
             if (spec.rerank.enabled and reranker is not None and not reranker.loaded
                     and reranker not in self._started):
@@ -177,7 +178,11 @@ class Retriever:
                 if reranker.helps_for([kd.value for kd in first.answer_kinds], spec.rerank,
                                       relational=first.relational):
                     self._started.add(reranker)
-                    _side_pool().submit(reranker.prepare)
+                    loads.append(reranker.prepare)
+        if loads:
+            # One after the other, in the order they are needed: on a small machine two sessions
+            # built at once take the cores from the thread loading the graph and the indexes.
+            _side_pool().submit(_each, loads)
 
     def graph_for(self, spec: RetrievalConfig) -> GraphRetriever:
         """The graph retriever of ``spec``'s linking, walk and entity-layer settings."""
@@ -511,6 +516,11 @@ def _side_pool() -> ThreadPoolExecutor:
         if _SIDE_POOL is None:
             _SIDE_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="graphmem-retrieval")
         return _SIDE_POOL
+
+
+def _each(calls: Sequence[Callable[[], object]]) -> None:
+    for call in calls:
+        call()
 
 
 def _timed(search: Any, *args: Any) -> tuple[Any, float]:
