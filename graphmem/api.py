@@ -202,6 +202,18 @@ class Graphmem:
         self.indexes.adopt(fork)
         return report
 
+    def prepare_for(self, text: str, mode: str | RetrievalConfig = DEFAULT_MODE) -> None:
+        """Start loading, on threads of their own, what the question ``text`` will wait for: the
+        graph, and the models it will use (the embedder, and the reranker when it will likely
+        reorder the answer). They then load beside each other and beside the imports, instead of
+        one after another. A command that will ask one question calls it first thing; ``query``
+        starts the models not started yet."""
+        from graphmem.retrieval.warm import in_background, load_models
+
+        in_background(lambda: load_models(lambda: self.indexes, lambda: self.reranker, text, mode, self.now),
+                      "graphmem-models")
+        in_background(lambda: self.store.get_nodes([]), "graphmem-graph")  # reading any node loads the graph
+
     def query(self, text: str, *, mode: str | RetrievalConfig = DEFAULT_MODE, k: int = 10, kinds: list[str] | None = None,
               path_prefix: str | None = None, now: datetime | None = None, as_of: str | None = None) -> Answer:
         """Answer a question (see :class:`graphmem.retrieval.engine.Retriever`); ``as_of`` (ISO time)

@@ -76,12 +76,15 @@ class Context:
         root = repository_root()
         return root if root is not None and self.project_for_root(root) == project else None
 
-    def reader(self, project: str, *, bootstrap: bool = False) -> Any:
+    def reader(self, project: str, *, bootstrap: bool = False, question: tuple[str, str] | None = None) -> Any:
         """A ``Graphmem`` on ``project`` holding a graph. A project that holds nothing is an error
         naming the projects there, unless ``bootstrap`` and :meth:`bootstrap_root` finds its
-        repository: that is ingested first, with progress on stderr."""
+        repository: that is ingested first, with progress on stderr. ``question`` (text, mode):
+        the one question the command will ask, whose graph and models start loading at once."""
         if self.settings.store != "embedded" or (self.settings.home / project / "graph.sqlite").is_file():
             gm = self.graphmem(project)
+            if question is not None:
+                gm.prepare_for(*question)
             try:
                 if gm.store.counts().total_nodes:
                     return gm
@@ -508,7 +511,7 @@ def query(ctx: Context, text: str, mode: str, k: int, kinds: tuple[str, ...], pa
     project = check_project(ctx.project())
     when = parse_day(as_of, "--as-of")
     day = parse_day(now, "--now")
-    gm = ctx.reader(project, bootstrap=bootstrap)
+    gm = ctx.reader(project, bootstrap=bootstrap, question=(text, mode))
     ctx.announce(project)
     try:
         answer = gm.query(text, mode=mode, k=k, kinds=list(kinds) or None, path_prefix=path_prefix,

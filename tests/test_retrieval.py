@@ -466,6 +466,33 @@ def test_a_first_question_starts_loading_its_model_once_on_another_thread(embedd
     store.close()
 
 
+def test_a_command_prepares_its_question_before_asking_it(embedder: Any, tmp_path: Path) -> None:
+    """``prepare_for`` loads the graph and the question's model on threads of their own; the
+    question then uses them, and nothing is loaded twice."""
+    prov = Provenance("src/config.py", "test")
+    first = Graphmem(Settings(store="embedded", home=tmp_path), "prep", embedder=embedder, reranker=None)
+    key = "sym:src/config.py::parse_config"
+    first.store.upsert([Node(key, "parse_config", prov, {"symbol_kind": "function", "qualname": "parse_config"})],
+                       [], [Chunk(key, 0, "def parse_config(path): read the settings file", "code", prov)])
+    first.sync_indexes()
+    first.close()
+    made: list[str] = []
+
+    def make() -> Any:
+        made.append(threading.current_thread().name)
+        return embedder
+
+    gm = Graphmem(Settings(store="embedded", home=tmp_path), "prep", embedder=make, reranker=None)
+    gm.prepare_for("Which function reads the settings file?", "hybrid")
+    deadline = time.monotonic() + 30
+    while not (gm.indexes.embedder_loaded and made) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert made == ["graphmem-models"]
+    answer = gm.query("Which function reads the settings file?", mode="hybrid", k=3)
+    assert answer.results[0].key == key and made == ["graphmem-models"]
+    gm.close()
+
+
 class OtherModel:
     """The default embedder under another fingerprint: what a changed embedding model looks like."""
 

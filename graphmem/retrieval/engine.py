@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -27,6 +27,7 @@ from graphmem.retrieval.indexes import Indexes
 from graphmem.retrieval.learned import (CandidateSignals, QuestionSignals, apply_floor, demote_subjects, load_model,
                                        matrix, outside_scope_last, spread_over_files)
 from graphmem.retrieval.question import Question, parse_question
+from graphmem.retrieval.warm import load_models, wants_models
 from graphmem.stores.base import GraphStore, Path, Step
 
 MAX_QUESTION_CHARS = 8000  # a question, not a document: see Retriever.candidates
@@ -152,37 +153,16 @@ class Retriever:
         self.rrf_k = rrf_k() if rrf_constant is None else rrf_constant
         self.now = now
         self._graphs: list[tuple[tuple[Any, ...], GraphRetriever]] = []
-        self._started: set[Any] = set()  # models whose loading start_models started (once each)
-        self._starting_lock = threading.Lock()
         # The graph retriever is wired once per linking, walk and layer setting (a swept recipe may
         # change them), with the embedder provider (loaded on first use).
         self.graph = self.graph_for(config or preset(DEFAULT_MODE))
 
     def start_models(self, text: str, mode: str | RetrievalConfig = DEFAULT_MODE) -> None:
-        """Start loading, on other threads, the model sessions a new process's first question
-        ``text`` will use: the embedder's, and the reranker's when a first reading of the question
-        says the model will likely reorder it. Reading a session from disk holds no interpreter
-        lock, so it overlaps the graph's and the indexes' loading instead of following it (an
-        error there is raised again where the model is used). Does nothing once they are loaded."""
+        """Start loading, on another thread, the models a new process's first question ``text``
+        will use that are not loaded or loading yet (see ``graphmem.retrieval.warm``)."""
         spec = preset(mode)
-        runs = set(spec.retrievers) | ({"bm25", "vector"} if "graph" in spec.retrievers else set())
-        loads: list[Callable[[], object]] = []
-        with self._starting_lock:
-            if "vector" in runs and not self.indexes.embedder_loaded and "embedder" not in self._started:
-                self._started.add("embedder")
-                loads.append(lambda: self.indexes.embedder)
-            reranker = self.reranker
-            if (spec.rerank.enabled and reranker is not None and not reranker.loaded
-                    and reranker not in self._started):
-                first = parse_question(text, self.now or datetime.now(timezone.utc))
-                if reranker.helps_for([kd.value for kd in first.answer_kinds], spec.rerank,
-                                      relational=first.relational):
-                    self._started.add(reranker)
-                    loads.append(reranker.prepare)
-        if loads:
-            # One after the other, in the order they are needed: on a small machine two sessions
-            # built at once take the cores from the thread loading the graph and the indexes.
-            _side_pool().submit(_each, loads)
+        if wants_models(self.indexes, self.reranker, spec):
+            _side_pool().submit(load_models, lambda: self.indexes, lambda: self.reranker, text, spec, self.now)
 
     def graph_for(self, spec: RetrievalConfig) -> GraphRetriever:
         """The graph retriever of ``spec``'s linking, walk and entity-layer settings."""
@@ -516,11 +496,6 @@ def _side_pool() -> ThreadPoolExecutor:
         if _SIDE_POOL is None:
             _SIDE_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="graphmem-retrieval")
         return _SIDE_POOL
-
-
-def _each(calls: Sequence[Callable[[], object]]) -> None:
-    for call in calls:
-        call()
 
 
 def _timed(search: Any, *args: Any) -> tuple[Any, float]:
