@@ -71,6 +71,7 @@ class Graphmem:
         self._reader: GraphStore | None = None  # the schema-free connection of cypher()
         self.now = now
         self._parts_lock = threading.RLock()  # parts are opened once even when threads ask together
+        self._preparing: list[threading.Thread] = []  # loads prepare_for started
 
     @classmethod
     def open(cls, project: str, *, store: str | None = None, home: str | Path | None = None,
@@ -210,9 +211,11 @@ class Graphmem:
         starts the models not started yet."""
         from graphmem.retrieval.warm import in_background, load_models
 
-        in_background(lambda: load_models(lambda: self.indexes, lambda: self.reranker, text, mode, self.now),
-                      "graphmem-models")
-        in_background(lambda: self.store.get_nodes([]), "graphmem-graph")  # reading any node loads the graph
+        self._preparing += [
+            in_background(lambda: load_models(lambda: self.indexes, lambda: self.reranker, text, mode, self.now),
+                          "graphmem-models"),
+            in_background(lambda: self.store.get_nodes([]), "graphmem-graph"),  # reading any node loads the graph
+        ]
 
     def query(self, text: str, *, mode: str | RetrievalConfig = DEFAULT_MODE, k: int = 10, kinds: list[str] | None = None,
               path_prefix: str | None = None, now: datetime | None = None, as_of: str | None = None) -> Answer:
@@ -309,6 +312,9 @@ class Graphmem:
         return report
 
     def close(self) -> None:
+        for thread in self._preparing:  # a question's loads (prepare_for) end before what they use closes
+            thread.join()
+        self._preparing = []
         if self._store is not None:
             self._store.close()
             self._store = None

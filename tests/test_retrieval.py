@@ -491,6 +491,11 @@ def test_a_command_prepares_its_question_before_asking_it(embedder: Any, tmp_pat
     answer = gm.query("Which function reads the settings file?", mode="hybrid", k=3)
     assert answer.results[0].key == key and made == ["graphmem-models"]
     gm.close()
+    # A command that stops before asking (a refused question) closes only once the loads are done.
+    quick = Graphmem(Settings(store="embedded", home=tmp_path), "prep", embedder=make, reranker=None)
+    quick.prepare_for("Which function reads the settings file?", "hybrid")
+    quick.close()
+    assert not [t for t in threading.enumerate() if t.name in ("graphmem-models", "graphmem-graph")]
 
 
 class OtherModel:

@@ -147,7 +147,7 @@ class GraphRetriever:
     @property
     def catalog_path(self) -> FsPath | None:
         """Where the project's catalog is kept between processes (None: nowhere)."""
-        return self.cache_dir / "catalogs" / f"{_safe(self.store.project)}.json" if self.cache_dir else None
+        return self.cache_dir / "catalogs" / f"{_safe(self.store.project)}.marshal" if self.cache_dir else None
 
     def _catalog(self) -> Catalog:
         """The project's catalog: as saved by an earlier process when the graph has not changed
