@@ -251,6 +251,13 @@ class RetrievalConfig:
     def retrievers(self) -> tuple[str, ...]:
         return self.fusion.retrievers
 
+    @property
+    def searches(self) -> frozenset[str]:
+        """The lists a question under this recipe searches: its retrievers, and BM25 and vectors
+        whenever the graph retriever runs (it seeds from their best hits)."""
+        runs = set(self.retrievers)
+        return frozenset(runs | {"bm25", "vector"} if "graph" in runs else runs)
+
     def with_overrides(self, overrides: Mapping[str, Any], *, name: str | None = None) -> RetrievalConfig:
         """A copy with ``{"fusion": {"floor_rank": 3}, "walk": {"damping": 0.8}}`` applied (validated)."""
         changes: dict[str, Any] = {}

@@ -256,8 +256,7 @@ class Retriever:
         chunk_hits: dict[str, list[tuple[int, float]]] = {}
         # A filter narrows each retriever's own search: fetch deeper so the filtered lists stay full.
         fetch = depth.chunk_candidates * (4 if (wanted or path_prefix) else 1)
-        # The graph retriever seeds from the best lexical and vector hits, so it runs both.
-        runs = set(spec.retrievers) | ({"bm25", "vector"} if "graph" in spec.retrievers else set())
+        runs = spec.searches
         # Only the graph list and fusion read the question, and the graph retriever's catalog says
         # whether the project holds agent sessions: checked against the store once per question,
         # beside the searches (which do not read the question).

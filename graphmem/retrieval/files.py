@@ -7,9 +7,10 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 
 @contextmanager
@@ -32,6 +33,8 @@ def _replacing(path: str | Path) -> Iterator[BinaryIO]:
 
 def save_npz_atomic(path: str | Path, arrays: dict[str, np.ndarray]) -> None:
     """Write ``arrays`` as an ``.npz`` at ``path`` atomically."""
+    import numpy as np  # here: the text writers' callers need no numpy
+
     with _replacing(path) as fh:
         np.savez(fh, **arrays)  # type: ignore[arg-type]
 

@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from graphmem.errors import ModelError
-from graphmem.retrieval.rerank import (META_FILE, Progress, _atomic_write, _is_model, _swap_in,
+from graphmem.retrieval.files import write_bytes_atomic
+from graphmem.retrieval.rerank import (META_FILE, Progress, _is_model, _swap_in,
                                       load_base_cross_encoder, optimiser_step, packaged_base_model, save_staging)
 
 GENERAL_NAME = "general-reranker-v1"
@@ -415,7 +416,7 @@ def build_general_reranker(out_dir: str | Path | None = None, *, groups: Sequenc
             shutil.copyfile(adapter, adapter_out)
         return meta | {"out_dir": str(out), "adapter": str(adapter_out or adapter)}
     staging = save_staging(model, tokenizer, out)
-    _atomic_write(staging / META_FILE, json.dumps(meta, indent=2).encode())
+    write_bytes_atomic(staging / META_FILE, json.dumps(meta, indent=2).encode())
     del model
     _swap_in(staging, out)
     return meta | {"out_dir": str(out)}

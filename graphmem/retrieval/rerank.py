@@ -31,6 +31,7 @@ import numpy as np
 
 from graphmem.errors import ModelError
 from graphmem.retrieval.config import RerankConfig
+from graphmem.retrieval.files import write_bytes_atomic
 
 DEFAULT_RERANK = RerankConfig()  # the policy of a question asked without a recipe
 RERANK_DEPTH = DEFAULT_RERANK.depth
@@ -234,7 +235,7 @@ class CrossEncoderReranker:
                 tok = AutoTokenizer.from_pretrained(self.model, local_files_only=True).backend_tokenizer
             except Exception as exc:
                 raise ModelError(f"cannot load reranker tokenizer from {self.model!r}: {exc}") from exc
-            _atomic_write(cached, tok.to_str().encode())
+            write_bytes_atomic(cached, tok.to_str().encode())
         # longest_first trims the passage (the longer side) and never fails on a long question.
         tok.enable_truncation(self.max_length, strategy="longest_first")
         tok.no_padding()
@@ -480,18 +481,6 @@ def _hub_snapshot(name: str) -> Path | None:
     return Path(found).parent if isinstance(found, str) else None
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
 def _safe(name: str) -> str:
     return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name)[:120]
 
@@ -623,7 +612,7 @@ def train_reranker(store: GraphStore, indexes: Indexes, out_dir: str | Path, *, 
         "train_seconds": round(train_seconds, 1), "first_loss": round(report.first_loss, 4),
         "last_loss": round(report.last_loss, 4), "data": report.data,
     }
-    _atomic_write(staging / META_FILE, json.dumps(meta, indent=2).encode())
+    write_bytes_atomic(staging / META_FILE, json.dumps(meta, indent=2).encode())
     del model
     _swap_in(staging, out)
 
@@ -644,7 +633,7 @@ def train_reranker(store: GraphStore, indexes: Indexes, out_dir: str | Path, *, 
     report.seconds = time.perf_counter() - started
     meta.update(evaluation=report.evaluation, speed=report.speed, helps=report.helps,
                 total_seconds=round(report.seconds, 1))
-    _atomic_write(out / META_FILE, json.dumps(meta, indent=2).encode())
+    write_bytes_atomic(out / META_FILE, json.dumps(meta, indent=2).encode())
     return report
 
 

@@ -35,8 +35,7 @@ def _claim(holder: Any) -> bool:
 
 def wants_models(indexes: Any, reranker: Reranker | None, spec: RetrievalConfig) -> bool:
     """Whether a question under ``spec`` may wait for a model not loaded yet."""
-    runs = set(spec.retrievers) | ({"bm25", "vector"} if "graph" in spec.retrievers else set())
-    return (("vector" in runs and not indexes.embedder_loaded)
+    return (("vector" in spec.searches and not indexes.embedder_loaded)
             or (spec.rerank.enabled and reranker is not None and not reranker.loaded))
 
 
@@ -47,9 +46,8 @@ def load_models(indexes: Callable[[], Any], reranker: Callable[[], Reranker | No
     ``indexes()`` it searches), then ``reranker()``'s session when a first reading of the question
     says the model will likely reorder it."""
     spec = preset(mode)
-    runs = set(spec.retrievers) | ({"bm25", "vector"} if "graph" in spec.retrievers else set())
     held = indexes()
-    if "vector" in runs and not held.embedder_loaded and _claim(held):
+    if "vector" in spec.searches and not held.embedder_loaded and _claim(held):
         held.embedder  # noqa: B018 - loads it
     model = reranker() if spec.rerank.enabled else None
     if model is None or model.loaded:

@@ -41,6 +41,7 @@ from graphmem.errors import ConfigError, GraphmemError
 from graphmem.lifecycle import jaccard, words
 from graphmem.memory import MAX_REASON_CHARS, _reviewer, _text
 from graphmem.model import NodeKind, now_iso
+from graphmem.retrieval.files import write_bytes_atomic
 from graphmem.sessions.digest import _command_family, _rel
 from graphmem.sessions.events import EventKind
 from graphmem.sessions.graph import session_errors
@@ -342,13 +343,7 @@ def patterns_dir(settings: Settings, project: str) -> Path:
 
 def _write_atomic(path: Path, text: str) -> None:
     """Write ``text`` so a reader sees the old file or the new one, never half of one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8", newline="") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    write_bytes_atomic(path, text.encode("utf-8"))
 
 
 def _dump(data: Any) -> str:
