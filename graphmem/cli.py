@@ -86,7 +86,7 @@ class Context:
             if question is not None:
                 gm.prepare_for(*question)
             try:
-                if gm.store.counts().total_nodes:
+                if gm.store.has_nodes():
                     return gm
             except BaseException:
                 gm.close()
@@ -726,7 +726,7 @@ def eval_run(ctx: Context, dataset: str, corpus: Path | None, graph: str, data_r
         # Without --corpus the questions are asked of a project ingested before.
         project = ctx.project(corpus) if corpus else ctx.existing_project()
     gm = ctx.graphmem(project)
-    if not named and corpus is None and not gm.store.counts().total_nodes:
+    if not named and corpus is None and not gm.store.has_nodes():
         gm.close()
         raise GraphmemError(ctx.nothing_ingested(project))
     # Progress on stderr, also with --json (stdout stays the report): a run takes minutes.

@@ -362,7 +362,7 @@ class Service:
         if self._holds_graph or self.bootstrap_root is None:
             return None
         store = self.graphmem().store
-        if store.get_meta("last_ingested_at") or store.counts().total_nodes:
+        if store.get_meta("last_ingested_at") or store.has_nodes():
             self._holds_graph = True
             return None
         from graphmem.registry import StderrProgress

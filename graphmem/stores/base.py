@@ -288,6 +288,9 @@ class GraphStore(Protocol):
     def iter_nodes(self, kinds: Iterable[NodeKind] | None = None, *, include_closed: bool = False) -> Iterator[Node]:
         """Every node (of these kinds), in key order."""
 
+    def iter_rels(self, *, include_closed: bool = False) -> Iterator[Relationship]:
+        """Every relationship, in identity order."""
+
     def iter_chunks(self) -> Iterator[Chunk]:
         """Every chunk, in id order."""
 
@@ -302,6 +305,9 @@ class GraphStore(Protocol):
 
     def counts(self) -> Counts:
         """Open nodes by kind, open relationships by type, closed totals, chunks."""
+
+    def has_nodes(self) -> bool:
+        """Whether the project holds an open node (what ``counts`` would say, without counting)."""
 
     def get_meta(self, name: str) -> str | None:
         """A project-level setting such as the last ingested commit."""
@@ -320,6 +326,24 @@ class GraphStore(Protocol):
 
     def close(self) -> None:
         """Release connections and files."""
+
+
+def to_networkx(store: GraphStore, *, include_closed: bool = False):  # type: ignore[no-untyped-def]
+    """The project's graph as a ``networkx.MultiDiGraph``, for analysis and drawing in notebooks.
+
+    Each node carries ``kind``, ``name`` and ``node`` (the :class:`Node`); each relationship is
+    keyed by its type and carries ``rel`` (the :class:`Relationship`). networkx is imported here
+    only: no store keeps its graph in it, and a question never pays for its import.
+    """
+    import networkx as nx
+
+    graph = nx.MultiDiGraph()
+    for node in store.iter_nodes(include_closed=include_closed):
+        graph.add_node(node.key, kind=node.kind.value, name=node.name, node=node)
+    for rel in store.iter_rels(include_closed=include_closed):
+        if rel.src in graph and rel.dst in graph:
+            graph.add_edge(rel.src, rel.dst, key=rel.type.value, rel=rel)
+    return graph
 
 
 # --- shared traversal ---------------------------------------------------------------------------

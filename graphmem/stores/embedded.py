@@ -1,9 +1,12 @@
-"""The embedded store: a networkx graph in memory, SQLite (WAL) on disk.
+"""The embedded store: the graph in memory, SQLite (WAL) on disk.
 
 Layout: ``<home>/<project>/graph.sqlite``. SQLite is the durable log: each ``upsert`` or close is
 one transaction, so a process killed mid-batch leaves every earlier batch intact and none of the
-interrupted one; ``atomic()`` makes a whole ingest one transaction. On open the tables are loaded into a ``networkx.MultiDiGraph`` (edge key = the
-relationship type), which serves every read. Chunks stay on disk only.
+interrupted one; ``atomic()`` makes a whole ingest one transaction. On open the tables are loaded
+into adjacency dicts (``_Graph``: the layout of a ``networkx.MultiDiGraph`` keyed by relationship
+type, without importing networkx, which would cost a first question about 0.3 s), which serve
+every read; ``stores.base.to_networkx`` gives the graph as networkx's for analysis. Chunks stay on
+disk only.
 
 Several processes may use one home: writes take SQLite's write lock, and every call first checks
 ``PRAGMA data_version`` so a graph changed by another process is reloaded before it is read.
@@ -30,7 +33,6 @@ from contextlib import contextmanager
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
-import networkx as nx
 import orjson
 
 from graphmem.config import prepare_home
@@ -243,11 +245,8 @@ class EmbeddedStore(TraversalMixin):
         self._dir = Path(home).expanduser() / project
         self._db: sqlite3.Connection | None = None
         self._version: int | None = None
-        self._graph = nx.MultiDiGraph()
+        self._graph = _Graph()
         self._codec = _Codec()
-        # source path -> node keys / relationship idents that list it among their sources
-        self._node_sources: dict[str, set[str]] = {}
-        self._rel_sources: dict[str, set[RelIdent]] = {}
         self._lock = threading.RLock()  # one writer (or reload) at a time; owns the main connection
         self._rw = _ReadWriteLock()  # readers of the in-memory graph against its changes
         # expand() of today's graph by (node, hub rule): emptied by every change of the graph, so
@@ -365,31 +364,26 @@ class EmbeddedStore(TraversalMixin):
     def _load(self, db: sqlite3.Connection) -> None:
         """Read the whole graph from ``db``, then swap it in under the exclusive lock (readers
         meanwhile keep using the one they have)."""
-        graph = nx.MultiDiGraph()
-        node_sources: dict[str, set[str]] = {}
-        rel_sources: dict[str, set[RelIdent]] = {}
+        graph = _Graph()
         loads, codec = orjson.loads, _Codec()
         codec.load(db)
-        by_id = codec.by_id
-        nodes = []
+        by_id, load_sources = codec.by_id, codec.load_sources
+        # A first question waits for this load: the loops build the graph's dicts directly.
+        nodes, succ, pred = graph.nodes, graph.succ, graph.pred
         for key, name, props, pid, sources, vfrom, vto in db.execute("SELECT * FROM nodes"):
             prov = by_id[pid]
-            srcs = codec.load_sources(sources, prov)
-            nodes.append((key, {"n": Node(key, name, prov, loads(props), vfrom, vto, srcs)}))
-            for s in srcs:
-                node_sources.setdefault(s, set()).add(key)
-        graph.add_nodes_from(nodes)
-        del nodes
-        edges = []
+            nodes[key] = Node(key, name, prov, loads(props), vfrom, vto, load_sources(sources, prov))
+            succ[key] = {}
+            pred[key] = {}
         for src, typ, dst, props, pid, sources, vfrom, vto in db.execute("SELECT * FROM rels"):
             prov = by_id[pid]
-            srcs = codec.load_sources(sources, prov)
-            edges.append(Relationship(src, _RELTYPES[typ], dst, prov, loads(props), vfrom, vto, srcs))
-            for s in srcs:
-                rel_sources.setdefault(s, set()).add((src, typ, dst))
-        _add_edges(graph, edges)
+            by_type = succ[src].get(dst)
+            if by_type is None:
+                by_type = succ[src][dst] = pred[dst][src] = {}
+            by_type[typ] = Relationship(src, _RELTYPES[typ], dst, prov, loads(props), vfrom, vto,
+                                        load_sources(sources, prov))
         with self._rw.write():
-            self._graph, self._node_sources, self._rel_sources = graph, node_sources, rel_sources
+            self._graph = graph
             self._codec = codec
             self._expanded = {}
 
@@ -496,20 +490,20 @@ class EmbeddedStore(TraversalMixin):
 
             def work(db: sqlite3.Connection):  # type: ignore[no-untyped-def]
                 graph = self._graph
-                node_data, succ = graph._node, graph._succ  # networkx's adjacency dicts: the hot path
+                node_data, succ = graph.nodes, graph.succ  # the adjacency dicts themselves: the hot path
+                node_sources, rel_sources = graph.sources()
                 # Nodes and relationships merge alike (props merge, sources accumulate, a closed
                 # element reopens); the two loops are written out because this is the hot path: a
                 # shared helper costs about 8% of write throughput.
                 new_nodes: list[Node] = []
                 for node in batch.nodes:
-                    data = node_data.get(node.key)
+                    old = node_data.get(node.key)
                     srcs = element_sources(node)
-                    if data is None:
+                    if old is None:
                         merged = Node(node.key, node.name, stamp(node.provenance),
                                       {k: v for k, v in node.props.items() if v is not None},
                                       node.valid_from or at, node.valid_to, srcs)
                     else:
-                        old: Node = data["n"]
                         reopened = old.valid_to is not None
                         merged = Node(
                             node.key, node.name or old.name, stamp(node.provenance),
@@ -526,22 +520,21 @@ class EmbeddedStore(TraversalMixin):
                     state = batch_open.get(key)
                     if state is not None:
                         return state
-                    data = node_data.get(key)
-                    return data is not None and data["n"].valid_to is None
+                    node = node_data.get(key)
+                    return node is not None and node.valid_to is None
 
                 new_rels: list[Relationship] = []
                 for rel in batch.rels:
                     if not (is_open(rel.src) and is_open(rel.dst)):
                         summary.missing_endpoints += 1
                         continue
-                    data = succ.get(rel.src, {}).get(rel.dst, {}).get(rel.type._value_)
+                    old_rel = succ.get(rel.src, {}).get(rel.dst, {}).get(rel.type._value_)
                     srcs = element_sources(rel)
-                    if data is None:
+                    if old_rel is None:
                         merged_rel = Relationship(rel.src, rel.type, rel.dst, stamp(rel.provenance),
                                                   {k: v for k, v in rel.props.items() if v is not None},
                                                   rel.valid_from or at, rel.valid_to, srcs)
                     else:
-                        old_rel: Relationship = data["r"]
                         reopened = old_rel.valid_to is not None
                         merged_rel = Relationship(
                             rel.src, rel.type, rel.dst, stamp(rel.provenance),
@@ -568,9 +561,8 @@ class EmbeddedStore(TraversalMixin):
 
                 def apply() -> None:
                     codec.commit(new_provs)
-                    graph.add_nodes_from((n.key, {"n": n}) for n in new_nodes)
-                    _add_edges(graph, new_rels)
-                    node_sources, rel_sources = self._node_sources, self._rel_sources
+                    graph.add_nodes(new_nodes)
+                    graph.add_rels(new_rels)
                     for n in new_nodes:
                         for s in n.sources:
                             node_sources.setdefault(s, set()).add(n.key)
@@ -596,15 +588,15 @@ class EmbeddedStore(TraversalMixin):
 
             def work(db: sqlite3.Connection):  # type: ignore[no-untyped-def]
                 graph = self._graph
+                node_sources, rel_sources = graph.sources()
                 new_nodes = [(old, Node(old.key, old.name, old.provenance, old.props, old.valid_from, old.valid_to,
                                         node_lists[key]))
-                             for key in sorted(node_lists) if (data := graph.nodes.get(key)) and (old := data["n"])]
+                             for key in sorted(node_lists) if (old := graph.nodes.get(key)) is not None]
                 new_rels = []
                 for ident in sorted(rel_lists):
                     src, typ, dst = ident
-                    data = graph._succ.get(src, {}).get(dst, {}).get(typ)
-                    if data is not None:
-                        old_rel: Relationship = data["r"]
+                    old_rel = graph.rel(src, typ, dst)
+                    if old_rel is not None:
                         new_rels.append((old_rel, Relationship(old_rel.src, old_rel.type, old_rel.dst,
                                                                old_rel.provenance, old_rel.props, old_rel.valid_from,
                                                                old_rel.valid_to, rel_lists[ident])))
@@ -617,17 +609,17 @@ class EmbeddedStore(TraversalMixin):
 
                 def apply() -> None:
                     for old, n in new_nodes:
-                        graph.nodes[n.key]["n"] = n
+                        graph.nodes[n.key] = n
                         for path in old.sources:
-                            self._node_sources.get(path, set()).discard(n.key)
+                            node_sources.get(path, set()).discard(n.key)
                         for path in n.sources:
-                            self._node_sources.setdefault(path, set()).add(n.key)
+                            node_sources.setdefault(path, set()).add(n.key)
                     for old_rel, r in new_rels:
-                        graph.edges[r.src, r.dst, r.type._value_]["r"] = r
+                        graph.set_rel(r)
                         for path in old_rel.sources:
-                            self._rel_sources.get(path, set()).discard(r.ident)
+                            rel_sources.get(path, set()).discard(r.ident)
                         for path in r.sources:
-                            self._rel_sources.setdefault(path, set()).add(r.ident)
+                            rel_sources.setdefault(path, set()).add(r.ident)
 
                 return apply
 
@@ -650,12 +642,13 @@ class EmbeddedStore(TraversalMixin):
 
             def work(db: sqlite3.Connection):  # type: ignore[no-untyped-def]
                 graph = self._graph
+                node_sources, rel_sources = graph.sources()
                 node_updates: list[Node] = []  # sources shrunk, maybe closed
                 node_deletes: list[str] = []
                 rel_updates: dict[RelIdent, Relationship] = {}
                 rel_deletes: set[RelIdent] = set()
-                for key in sorted(set().union(*(self._node_sources.get(p, ()) for p in paths)) - keep.nodes):
-                    node: Node = graph.nodes[key]["n"]
+                for key in sorted(set().union(*(node_sources.get(p, ()) for p in paths)) - keep.nodes):
+                    node: Node = graph.nodes[key]
                     left = tuple(s for s in node.sources if s not in paths)
                     if left:
                         node_updates.append(Node(node.key, node.name, node.provenance, node.props,
@@ -669,17 +662,15 @@ class EmbeddedStore(TraversalMixin):
                         if node.valid_to is None:
                             summary.closed_nodes += 1
                             # A fact about a node that no longer holds cannot hold either.
-                            for u, v, t, d in list(graph.in_edges(key, keys=True, data=True)) + list(
-                                graph.out_edges(key, keys=True, data=True)
-                            ):
-                                r: Relationship = rel_updates.get((u, t, v)) or d["r"]
+                            for rel in graph.incident_rels(key):
+                                r = rel_updates.get(rel.ident) or rel
                                 if r.valid_to is None:
-                                    rel_updates[(u, t, v)] = Relationship(
+                                    rel_updates[rel.ident] = Relationship(
                                         r.src, r.type, r.dst, r.provenance, r.props, r.valid_from, at, r.sources)
                                     summary.closed_rels += 1
-                for ident in sorted(set().union(*(self._rel_sources.get(p, ()) for p in paths)) - keep.rels):
+                for ident in sorted(set().union(*(rel_sources.get(p, ()) for p in paths)) - keep.rels):
                     src, typ, dst = ident
-                    r = rel_updates.get(ident) or graph.edges[src, dst, typ]["r"]
+                    r = rel_updates.get(ident) or graph.succ[src][dst][typ]
                     left = tuple(s for s in r.sources if s not in paths)
                     if left:
                         rel_updates[ident] = Relationship(r.src, r.type, r.dst, r.provenance, r.props,
@@ -694,9 +685,9 @@ class EmbeddedStore(TraversalMixin):
                                                           r.valid_from, r.valid_to or at, left)
                 deleted_set = set(node_deletes)
                 for key in node_deletes:  # a deleted node takes its relationships with it
-                    for u, v, t in list(graph.in_edges(key, keys=True)) + list(graph.out_edges(key, keys=True)):
-                        rel_deletes.add((u, t, v))
-                        rel_updates.pop((u, t, v), None)
+                    for rel in graph.incident_rels(key):
+                        rel_deletes.add(rel.ident)
+                        rel_updates.pop(rel.ident, None)
                 rel_updates = {i: r for i, r in rel_updates.items() if i[0] not in deleted_set and i[2] not in deleted_set}
                 dumps = self._codec.dump_sources
                 db.executemany("UPDATE nodes SET sources=?, valid_to=? WHERE key=?",
@@ -714,22 +705,22 @@ class EmbeddedStore(TraversalMixin):
 
                 def apply() -> None:
                     for n in node_updates:
-                        graph.nodes[n.key]["n"] = n
-                    for i, r in rel_updates.items():
-                        graph.edges[i[0], i[2], i[1]]["r"] = r
+                        graph.nodes[n.key] = n
+                    for r in rel_updates.values():
+                        graph.set_rel(r)
                     for u, t, v in rel_deletes:
-                        if graph.has_edge(u, v, key=t):
+                        gone = graph.remove_rel(u, t, v)
+                        if gone is not None:
                             # Sources outside ``paths`` (a call from another file into a deleted
                             # function) must forget it too, or their withdrawal would look it up.
-                            for path in graph.edges[u, v, t]["r"].sources:
-                                self._rel_sources.get(path, set()).discard((u, t, v))
-                            graph.remove_edge(u, v, key=t)
-                    graph.remove_nodes_from(node_deletes)
+                            for path in gone.sources:
+                                rel_sources.get(path, set()).discard((u, t, v))
+                    graph.remove_nodes(node_deletes)
                     for p in paths:  # kept elements still list these paths
-                        if p in self._node_sources:
-                            self._node_sources[p] &= keep.nodes
-                        if p in self._rel_sources:
-                            self._rel_sources[p] &= keep.rels
+                        if p in node_sources:
+                            node_sources[p] &= keep.nodes
+                        if p in rel_sources:
+                            rel_sources[p] &= keep.rels
 
                 return apply
 
@@ -742,14 +733,13 @@ class EmbeddedStore(TraversalMixin):
     def get_node(self, key: str) -> Node | None:
         self._sync()
         with self._rw.read():
-            data = self._graph.nodes.get(key)
-            return data["n"] if data else None
+            return self._graph.nodes.get(key)
 
     def get_nodes(self, keys: Iterable[str]) -> dict[str, Node]:
         self._sync()
         with self._rw.read():
             nodes = self._graph.nodes
-            return {k: nodes[k]["n"] for k in keys if k in nodes}
+            return {k: nodes[k] for k in keys if k in nodes}
 
     def get_relationships(self, keys: Iterable[str], *, as_of: str | None = None) -> list[Relationship]:
         self._sync()
@@ -757,10 +747,7 @@ class EmbeddedStore(TraversalMixin):
             graph = self._graph
             out: dict[RelIdent, Relationship] = {}
             for key in keys:
-                if key not in graph:
-                    continue
-                for _, _, d in list(graph.out_edges(key, data=True)) + list(graph.in_edges(key, data=True)):
-                    r: Relationship = d["r"]
+                for r in graph.incident_rels(key):
                     if r.valid_at(as_of):
                         out[r.ident] = r
             return [out[i] for i in sorted(out)]
@@ -779,26 +766,25 @@ class EmbeddedStore(TraversalMixin):
             types = set(rel_types) if rel_types is not None else None
             out: list[Edge] = []
             for key in keys:
-                if key not in graph:
+                if key not in graph.nodes:
                     continue
-                views = []
+                sides = []
                 if direction in ("out", "both"):
-                    views.append(graph.out_edges(key, keys=True, data=True))
+                    sides.append(graph.succ[key])
                 if direction in ("in", "both"):
-                    views.append(graph.in_edges(key, keys=True, data=True))
-                for view in views:
-                    for u, v, t, d in view:
-                        if types is not None and t not in types:
-                            continue
-                        r: Relationship = d["r"]
-                        other = v if u == key else u
-                        if not r.valid_at(as_of) or not graph.nodes[other]["n"].valid_at(as_of):
-                            continue
-                        out.append(Edge(key, Step(u, t, v), other))
+                    sides.append(graph.pred[key])
+                for side in sides:
+                    for other, by_type in side.items():
+                        for t, r in by_type.items():
+                            if types is not None and t not in types:
+                                continue
+                            if not r.valid_at(as_of) or not graph.nodes[other].valid_at(as_of):
+                                continue
+                            out.append(Edge(key, Step(r.src, t, r.dst), other))
             return out
 
     def expand(self, keys: Sequence[str], *, as_of: str | None = None, hub: Hub | None = None) -> list[Edge]:
-        # incident_edges without the type and direction options, on networkx's adjacency dicts:
+        # incident_edges without the type and direction options, on the adjacency dicts:
         # graph retrieval calls it on thousands of nodes per question. A hub is thinned before its
         # edges are made (Hub.thin's rule, counted over the same valid relationships).
         self._sync()
@@ -820,17 +806,16 @@ class EmbeddedStore(TraversalMixin):
 
     def _expand_one(self, key: str, as_of: str | None, hub: Hub | None) -> list[Edge]:
         """One node's valid edges, thinned when it is a hub (the caller holds the read lock)."""
-        succ, pred, nodes = self._graph._succ, self._graph._pred, self._graph._node
+        succ, pred, nodes = self._graph.succ, self._graph.pred, self._graph.nodes
         if key not in succ:
             return []
         valid: list[tuple[str, str, bool]] = []
         for adjacency, outgoing in ((succ[key], True), (pred[key], False)):
             for other, multi in adjacency.items():
-                node = nodes[other]["n"]
+                node = nodes[other]
                 if not (node.valid_to is None if as_of is None else node.valid_at(as_of)):
                     continue
-                for t, d in multi.items():
-                    r = d["r"]
+                for t, r in multi.items():
                     if r.valid_to is None if as_of is None else r.valid_at(as_of):
                         valid.append((other, t, outgoing))
         kept = hub.crossing([t for _, t, _ in valid]) if hub is not None else None
@@ -845,9 +830,9 @@ class EmbeddedStore(TraversalMixin):
             wanted = {k.prefix for k in kinds} if kinds is not None else None
             nodes = self._graph.nodes
             selected = [
-                nodes[k]["n"] for k in nodes
+                n for k, n in nodes.items()
                 if (wanted is None or k[: k.index(":") + 1] in wanted)
-                and (include_closed or nodes[k]["n"].valid_to is None)
+                and (include_closed or n.valid_to is None)
             ]
         return iter(sorted(selected, key=lambda n: n.key))
 
@@ -855,8 +840,7 @@ class EmbeddedStore(TraversalMixin):
         """Every relationship, in identity order."""
         self._sync()
         with self._rw.read():
-            rels = [d["r"] for _, _, d in self._graph.edges(data=True)
-                    if include_closed or d["r"].valid_to is None]
+            rels = [r for r in self._graph.rels() if include_closed or r.valid_to is None]
         return iter(sorted(rels, key=lambda r: r.ident))
 
     def _chunk_rows(self, sql: str, params: Sequence[object] = ()) -> list[Chunk]:
@@ -919,6 +903,9 @@ class EmbeddedStore(TraversalMixin):
         counts.chunks = db.execute("SELECT count(*) FROM chunks").fetchone()[0]
         return counts
 
+    def has_nodes(self) -> bool:
+        return self._reads().execute("SELECT 1 FROM nodes WHERE valid_to IS NULL LIMIT 1").fetchone() is not None
+
     # --- project state --------------------------------------------------------------------------
 
     def get_meta(self, name: str) -> str | None:
@@ -960,23 +947,94 @@ def _read_provenance(db: sqlite3.Connection, ids: set[int]) -> dict[int, Provena
     return out
 
 
-def _add_edges(graph: nx.MultiDiGraph, rels: Iterable[Relationship]) -> None:
-    """Add or replace relationships whose end nodes are already in ``graph``.
+class _Graph:
+    """The graph in memory: nodes by key, and each relationship both at ``succ[src][dst][type]``
+    and at ``pred[dst][src][type]`` (one type dict shared by the two sides, so replacing a
+    relationship on one side replaces it on the other)."""
 
-    The same structure ``MultiDiGraph.add_edge`` builds (one key dict shared by the successor and
-    predecessor maps, keyed by type), written directly: ``add_edges_from`` costs three times as
-    much per edge, and loading a large project is mostly this loop.
-    """
-    succ, pred = graph._succ, graph._pred
-    for r in rels:
-        u, v = r.src, r.dst
-        keydict = succ[u].get(v)
-        if keydict is None:
-            keydict = succ[u][v] = pred[v][u] = {}
-        keydict[r.type._value_] = {"r": r}
-    clear = getattr(nx, "_clear_cache", None)
-    if clear is not None:  # networkx >= 3.3 caches backend conversions per graph
-        clear(graph)
+    __slots__ = ("nodes", "succ", "pred", "_by_source")
+
+    def __init__(self) -> None:
+        self.nodes: dict[str, Node] = {}
+        self.succ: dict[str, dict[str, dict[str, Relationship]]] = {}
+        self.pred: dict[str, dict[str, dict[str, Relationship]]] = {}
+        self._by_source: tuple[dict[str, set[str]], dict[str, set[RelIdent]]] | None = None
+
+    def sources(self) -> tuple[dict[str, set[str]], dict[str, set[RelIdent]]]:
+        """Source path -> the node keys, and the relationship idents, that list it among their
+        sources. Only writes need them: built at the first, kept up to date by the writes."""
+        if self._by_source is None:
+            node_sources: dict[str, set[str]] = {}
+            rel_sources: dict[str, set[RelIdent]] = {}
+            for key, n in self.nodes.items():
+                for path in n.sources:
+                    node_sources.setdefault(path, set()).add(key)
+            for r in self.rels():
+                for path in r.sources:
+                    rel_sources.setdefault(path, set()).add(r.ident)
+            self._by_source = (node_sources, rel_sources)
+        return self._by_source
+
+    def add_nodes(self, nodes: Iterable[Node]) -> None:
+        """Add nodes, or replace those already present (their relationships stay)."""
+        known, succ, pred = self.nodes, self.succ, self.pred
+        for n in nodes:
+            if n.key not in known:
+                succ[n.key] = {}
+                pred[n.key] = {}
+            known[n.key] = n
+
+    def add_rels(self, rels: Iterable[Relationship]) -> None:
+        """Add or replace relationships whose end nodes are present. Loading a large project is
+        mostly this loop, hence the plain dict work."""
+        succ, pred = self.succ, self.pred
+        for r in rels:
+            u, v = r.src, r.dst
+            by_type = succ[u].get(v)
+            if by_type is None:
+                by_type = succ[u][v] = pred[v][u] = {}
+            by_type[r.type._value_] = r
+
+    def set_rel(self, r: Relationship) -> None:
+        self.add_rels((r,))
+
+    def rel(self, src: str, typ: str, dst: str) -> Relationship | None:
+        return self.succ.get(src, {}).get(dst, {}).get(typ)
+
+    def incident_rels(self, key: str) -> list[Relationship]:
+        """The node's outgoing, then incoming relationships (a self-loop once)."""
+        out = [r for by_type in self.succ.get(key, {}).values() for r in by_type.values()]
+        out += [r for other, by_type in self.pred.get(key, {}).items() if other != key for r in by_type.values()]
+        return out
+
+    def rels(self) -> Iterator[Relationship]:
+        for targets in self.succ.values():
+            for by_type in targets.values():
+                yield from by_type.values()
+
+    def remove_rel(self, src: str, typ: str, dst: str) -> Relationship | None:
+        """Remove one relationship and return it (None when absent)."""
+        by_type = self.succ.get(src, {}).get(dst)
+        if by_type is None or typ not in by_type:
+            return None
+        gone = by_type.pop(typ)
+        if not by_type:
+            del self.succ[src][dst]
+            del self.pred[dst][src]
+        return gone
+
+    def remove_nodes(self, keys: Iterable[str]) -> None:
+        """Remove nodes with their relationships; absent keys are ignored."""
+        succ, pred = self.succ, self.pred
+        for key in keys:
+            if self.nodes.pop(key, None) is None:
+                continue
+            for other in succ.pop(key):
+                if other != key:
+                    del pred[other][key]
+            for other in pred.pop(key):
+                if other != key:
+                    del succ[other][key]
 
 
 def _new_generation(db: sqlite3.Connection) -> None:

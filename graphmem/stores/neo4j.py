@@ -996,6 +996,9 @@ class Neo4jStore(TraversalMixin):
         counts.chunks = self._read("MATCH (c:Chunk {project: $project}) RETURN count(c) AS c")[0]["c"]
         return counts
 
+    def has_nodes(self) -> bool:
+        return bool(self._read("MATCH (n:Node {project: $project}) WHERE n.valid_to IS NULL RETURN 1 AS one LIMIT 1"))
+
     # --- project state --------------------------------------------------------------------------
 
     def get_meta(self, name: str) -> str | None:

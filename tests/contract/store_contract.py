@@ -350,6 +350,29 @@ class StoreContract:
         assert chunks[0].start_line == 1 and chunks[0].end_line == 9 and chunks[0].provenance.extractor == "code"
         assert loaded.chunk_ids() == {c.id for c in loaded.iter_chunks()}
 
+    def test_to_networkx_holds_the_same_graph(self, loaded: GraphStore) -> None:
+        from graphmem.stores.base import to_networkx
+
+        loaded.close_sources(["docs/incidents/INC-042.md"], at=T1)
+        graph = to_networkx(loaded)
+        assert set(graph) == {n.key for n in loaded.iter_nodes()} and "incident:INC-042" not in graph
+        assert sorted((u, k, v) for u, v, k in graph.edges(keys=True)) == [r.ident for r in loaded.iter_rels()]
+        assert graph.nodes["team:payments"]["kind"] == "team"
+        call = graph.edges["sym:billing/handlers.py::InvoiceHandler.post", "sym:billing/client.py::charge", "CALLS"]
+        assert call["rel"].props == {"resolution": "import", "lines": [12, 15]}
+        everything = to_networkx(loaded, include_closed=True)
+        assert everything.has_edge("incident:INC-042", "commit:" + "a" * 40, key="CAUSED_BY")
+
+    def test_has_nodes_follows_open_nodes(self, store: GraphStore) -> None:
+        assert not store.has_nodes()
+        nodes, rels, chunks = sample_graph()
+        store.upsert(nodes, rels, chunks, at=T0)
+        assert store.has_nodes()
+        store.close_sources({n.provenance.source_path for n in nodes}, at=T1)
+        assert store.counts().total_nodes == 0 and not store.has_nodes()
+        store.upsert(nodes[:1], [], [], at=T2)
+        assert store.has_nodes()
+
     def test_meta_and_source_states(self, store: GraphStore) -> None:
         assert store.get_meta("last_commit") is None
         store.set_meta({"last_commit": "b" * 40, "other": "x"})
