@@ -145,6 +145,7 @@ class Service:
         self._open_lock = threading.Lock()
         self._ingest_lock = threading.Lock()
         self._ingesting: dict[str, str] | None = None  # the running ingest: folder and start time
+        self._warming: threading.Thread | None = None
 
     def graphmem(self) -> Any:
         """The readers' ``Graphmem``."""
@@ -158,7 +159,31 @@ class Service:
                 gm = self._gm
         return gm
 
+    def warm_up(self) -> dict[str, float] | None:
+        """Load the readers' graph, name catalog, indexes and models before the first question, so
+        an agent's first question is answered as fast as its next (the server runs this on a thread
+        of its own: tools answer meanwhile, and a question asked early waits only for what is still
+        loading). Seconds per part, or ``None`` when the project holds nothing yet or loading failed
+        (the first question then loads what it needs and reports the error)."""
+        try:
+            gm = self.graphmem()
+            if not gm.store.has_nodes():
+                return None
+            took: dict[str, float] = gm.warm_up()
+        except Exception as exc:  # noqa: BLE001 - see the docstring
+            log.warning("loading the project ahead of the first question failed: %s", exc)
+            return None
+        log.info("ready for questions: %s", ", ".join(f"{part} {s:.2f} s" for part, s in took.items()))
+        return took
+
+    def start_warm_up(self) -> None:
+        """:meth:`warm_up` on a thread of its own (``close`` waits for it)."""
+        self._warming = threading.Thread(target=self.warm_up, name="graphmem-warm-up", daemon=True)
+        self._warming.start()
+
     def close(self) -> None:
+        if self._warming is not None:
+            self._warming.join()
         with self._open_lock:
             if self._gm is not None:
                 from graphmem.lifecycle import flush_uses
@@ -548,6 +573,7 @@ def serve(settings: Settings, project: str, *, transport: str = "stdio", host: s
     logging.basicConfig(level=logging.WARNING, stream=_stderr(), format="graphmem-mcp: %(levelname)s %(message)s")
     service = Service(settings, project, ingest_roots=ingest_roots, bootstrap_root=bootstrap_root,
                       on_bootstrap=on_bootstrap)
+    service.start_warm_up()
     server = build_server(service)
     try:
         if transport == "stdio":

@@ -268,6 +268,33 @@ def test_tools_in_process(acme_home: Path, example_org: tuple[Path, dict[str, An
         fresh.close()
 
 
+def test_the_server_loads_the_project_before_the_first_question(acme_home: Path, tmp_path: Path,
+                                                                caplog: pytest.LogCaptureFixture) -> None:
+    """warm_up loads the graph, catalog, indexes and models of a project that holds a graph, so
+    the first search finds them loaded; a project that holds nothing loads nothing; close waits
+    for a warm-up it started."""
+    service = Service(Settings(store="embedded", home=acme_home), "acme")
+    empty = Service(Settings(store="embedded", home=tmp_path / "empty"), "acme")
+    try:
+        took = service.warm_up()
+        assert took is not None and {"graph", "catalog", "bm25", "vectors", "embedder"} <= set(took)
+        gm = service.graphmem()
+        assert gm.indexes.embedder_loaded
+        assert ("reranker" in took) == (gm.reranker is not None)
+        if gm.reranker is not None:
+            assert gm.reranker.loaded
+        found = service.search("Which commit caused INC-042?")
+        assert found["results"] and found["timings_ms"]["total"] > 0
+        assert empty.warm_up() is None and not empty.graphmem().indexes.embedder_loaded
+        again = Service(Settings(store="embedded", home=acme_home), "acme")
+        again.start_warm_up()
+        again.close()  # waits for the warm-up: nothing fails under it
+        assert not [r for r in caplog.records if r.levelname == "WARNING" and "ahead" in r.getMessage()]
+    finally:
+        service.close()
+        empty.close()
+
+
 def outside_fence(value: Any, needle: str, path: str = "") -> list[str]:
     """Where ``needle`` occurs in an answer outside any field whose name starts with untrusted_."""
     if isinstance(value, str):
