@@ -346,23 +346,29 @@ class Retriever:
         return cands
 
     def _lift_methods(self, cands: Candidates, keep: Any) -> None:
-        """For "which class has method m": each method found brings the type that holds it, right
-        after it in the same list (the type is the answer; the method is the evidence)."""
+        """For "which class has method m": each method found brings the type that holds it into
+        the same list (the type is the answer; the method is the evidence): in the method's place
+        when the question names the method, else right after it (a method found for its words
+        may be the answer itself)."""
         wanted = {key.rsplit(".", 1)[0] for ranking in cands.rankings.values() for key in ranking
                   if key.startswith("sym:") and "." in key.split("::", 1)[1]}
         nodes = self.store.get_nodes(sorted(wanted)) if wanted else {}
         present = {key for key, node in nodes.items() if node.props.get("symbol_kind") not in ("function", "method")}
+        named = {key for key, why in cands.graph.linked.items() if why.named} if cands.graph is not None else set()
         for name, ranking in cands.rankings.items():
             lifted: list[str] = []
+            scores = cands.scores.get(name)
             for key in ranking:
+                owner = key.rsplit(".", 1)[0] if key.startswith("sym:") and "." in key.split("::", 1)[1] else None
+                lift = owner in present and owner not in lifted and keep(owner, None)
+                if lift and key in named:
+                    lifted.append(owner)
                 if key not in lifted:
                     lifted.append(key)
-                owner = key.rsplit(".", 1)[0] if key.startswith("sym:") and "." in key.split("::", 1)[1] else None
-                if owner in present and owner not in lifted and keep(owner, None):
+                if lift and owner not in lifted:
                     lifted.append(owner)
-                    scores = cands.scores.get(name)
-                    if scores is not None and owner not in scores:
-                        scores[owner] = scores.get(key, 0.0)
+                if lift and scores is not None and owner not in scores:
+                    scores[owner] = scores.get(key, 0.0)
             cands.rankings[name] = lifted[:len(ranking)]
 
     def fuse(self, spec: RetrievalConfig, cands: Candidates) -> list[tuple[str, float]]:
