@@ -3,7 +3,9 @@
 A gold key is found at the rank of the first result whose key is the gold key or lies inside it
 (a symbol inside its file, a method inside its class). Recall@k is the share of a question's gold
 keys found within the first k results; MRR uses the best rank of any gold key; nDCG@10 gives each
-gold key its found rank; all_recall@k is 1 when every gold key is found within k.
+gold key its found rank; all_recall@k is 1 when every gold key is found within k. ``mrr_exact``
+is MRR counting only a gold key itself, not what lies inside it: for "which class has method m",
+the method ranked first finds the class for MRR, not for ``mrr_exact``.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ def question_metrics(results: Sequence[str], gold: Sequence[str]) -> dict[str, f
         out[f"recall@{k}"] = sum(1 for r in ranks.values() if r is not None and r <= k) / len(gold) if gold else 0.0
     best = min((r for r in ranks.values() if r is not None), default=None)
     out["mrr"] = 1.0 / best if best else 0.0
+    exact = next((rank for rank, key in enumerate(results, start=1) if key in gold), None)
+    out["mrr_exact"] = 1.0 / exact if exact else 0.0
     dcg = sum(1.0 / math.log2(r + 1) for r in ranks.values() if r is not None and r <= 10)
     ideal = sum(1.0 / math.log2(i + 1) for i in range(1, min(len(gold), 10) + 1))
     out["ndcg@10"] = dcg / ideal if ideal else 0.0

@@ -122,3 +122,14 @@ def test_eval_compare_warns_when_the_reports_scored_different_questions(tmp_path
     assert "datasets differ" not in other_half.stderr and "question sets differ" in other_half.stderr
     same = cli(musique, report("musique", ["q2", "q1"]))
     assert same.returncode == 0 and "warning" not in same.stderr
+
+
+def test_exact_mrr_counts_only_the_gold_key_itself() -> None:
+    """MRR finds a class through a method inside it (SPEC's rule); mrr_exact only through the class."""
+    from eval.metrics import question_metrics
+
+    cls, method = "sym:a.py::Parser", "sym:a.py::Parser.parse"
+    assert question_metrics([method, cls], [cls])["mrr"] == 1.0
+    assert question_metrics([method, cls], [cls])["mrr_exact"] == 0.5
+    assert question_metrics([cls, method], [cls])["mrr_exact"] == 1.0
+    assert question_metrics(["sym:b.py::other"], [cls])["mrr_exact"] == 0.0

@@ -26,7 +26,7 @@ from eval.realcode.questions import generate
 QUESTIONS = Path(__file__).resolve().parent / "questions"
 SWEQA = Path(__file__).resolve().parent / "sweqa"
 DEFAULT_MODES = "bm25,vector,graph,rrf,hybrid"
-SUMMARY = ("recall@2", "recall@5", "mrr")
+SUMMARY = ("recall@2", "recall@5", "mrr", "mrr_exact")
 
 
 def _log(msg: str) -> None:
@@ -155,10 +155,11 @@ def aggregate(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _table(modes: dict[str, dict[str, float]], title: str) -> str:
-    lines = [title, f"  {'mode':<14}{'n':>5}{'R@2':>7}{'R@5':>7}{'MRR':>7}"]
+    lines = [title, f"  {'mode':<14}{'n':>5}{'R@2':>7}{'R@5':>7}{'MRR':>7}{'eMRR':>7}"]
     for mode, m in modes.items():
         n = int(m.get("n", 0))
-        lines.append(f"  {mode:<14}{n:>5}{m['recall@2']:>7.3f}{m['recall@5']:>7.3f}{m['mrr']:>7.3f}")
+        lines.append(f"  {mode:<14}{n:>5}{m['recall@2']:>7.3f}{m['recall@5']:>7.3f}{m['mrr']:>7.3f}"
+                     f"{m['mrr_exact']:>7.3f}")
     return "\n".join(lines)
 
 
