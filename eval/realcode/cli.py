@@ -110,17 +110,14 @@ def cmd_run(args: argparse.Namespace) -> int:
             report = run(gm, qs, modes, dataset=manifest.name, baselines=extra)
         finally:
             gm.close()
-        per_repo[manifest.name] = {"language": manifest.language, "split": manifest.split,
-                                   "questions": len(qs), "modes": {m: {"n": len(qs), **{k: v for k, v in s.items()
-                                                                                       if k in SUMMARY}}
-                                                                    for m, s in report["modes"].items()}}
         gold = {q["id"]: q for q in qs}
-        for mode, items in report["per_question"].items():
-            for item in items:
-                q = gold[item["id"]]
-                rows.append({"mode": mode, "id": item["id"], "repo": manifest.name, "language": manifest.language,
-                             "split": manifest.split, "type": q.get("type", "-"),
-                             "metrics": question_metrics(item["keys"], q["gold"]), "keys": item["keys"]})
+        mine = [{"mode": mode, "id": item["id"], "repo": manifest.name, "language": manifest.language,
+                 "split": manifest.split, "type": gold[item["id"]].get("type", "-"),
+                 "metrics": question_metrics(item["keys"], gold[item["id"]]["gold"]), "keys": item["keys"]}
+                for mode, items in report["per_question"].items() for item in items]
+        rows += mine
+        per_repo[manifest.name] = {"language": manifest.language, "split": manifest.split,
+                                   "questions": len(qs), "modes": aggregate(mine)["overall"]}
         _log(_table(per_repo[manifest.name]["modes"], f"{manifest.name} ({manifest.language}, {manifest.split})"))
     summary = aggregate(rows)
     out = {"split": args.split, "repos": per_repo, **summary,
