@@ -105,6 +105,9 @@ class Candidates:
     paths: dict[str, Path] = field(default_factory=dict)
     graph: GraphResult | None = None
     query_vec: Any = None
+    # A type put in place of a method the question names ("which class has the `x` method?"): the
+    # question asks for the type that holds it, a relationship a text-only reranker cannot see.
+    holders: bool = False
 
     def signals(self) -> tuple[QuestionSignals, dict[str, CandidateSignals]]:
         """Fusion's view of the question and of every candidate (see ``graphmem.retrieval.learned``)."""
@@ -210,7 +213,7 @@ class Retriever:
                                     "(train one with `graphmem reranker train`, or the machine's with "
                                     "`graphmem reranker build-general`)")
             elif not self.reranker.helps_for([kd.value for kd in question.answer_kinds], spec.rerank,
-                                             relational=question.relational,
+                                             relational=question.relational or cands.holders,
                                              passages=bool(cands.graph and cands.graph.layer)):
                 # hybrid-rerank reranks only where held-out questions saw it help (the project's model:
                 # per answer kind; the general one: questions that ask for no relationship, over code).
@@ -363,6 +366,7 @@ class Retriever:
                 lift = owner in present and owner not in lifted and keep(owner, None)
                 if lift and key in named:
                     lifted.append(owner)
+                    cands.holders = True
                 if key not in lifted:
                     lifted.append(key)
                 if lift and owner not in lifted:
