@@ -273,6 +273,13 @@ def test_the_engine_applies_the_general_rerankers_gates(built: dict[str, Any], t
             """Sum the entries of a period and start a new one."""
             post_entry(ledger, sum(ledger))
             return []
+
+        class Journal:
+            """Entries in the order they came."""
+
+            def reverse_entry(self, entry):
+                """Book the opposite of an entry."""
+                return -entry
     '''), encoding="utf-8")
     with Graphmem.open("ledger", home=tmp_path / "home") as gm:
         gm.ingest(corpus, llm=False)
@@ -286,6 +293,10 @@ def test_the_engine_applies_the_general_rerankers_gates(built: dict[str, Any], t
         described = gm.query("Where is the code that books an entry into the ledger?", mode="hybrid-rerank")
         assert described.results and not any(skipped in n for n in described.notes)
         assert reranker.backend  # loaded beside the search, then used
+        # The type holding a method the question names is the answer: the text alone cannot say so.
+        holder = gm.query("Which class has the `reverse_entry` method?", mode="hybrid-rerank", k=3)
+        assert any(skipped in n for n in holder.notes)
+        assert holder.keys[:2] == ["sym:entries.py::Journal", "sym:entries.py::Journal.reverse_entry"], holder.keys
 
 
 def test_the_model_loads_once_whichever_thread_asks_first(built: dict[str, Any]) -> None:
