@@ -10,6 +10,17 @@ import pytest
 from tests.contract.store_contract import StoreContract
 
 
+def _view(store: Any, keys: list[str]) -> tuple:
+    """Everything a reader can see of a store's graph: elements with their properties, sources
+    and state, the expansion of every open node and the relationships of ``keys``."""
+    nodes = [(n.key, n.name, n.props, n.sources, n.provenance, n.valid_to is None)
+             for n in store.iter_nodes(include_closed=True)]
+    rels = [(r.ident, r.props, r.sources, r.provenance, r.valid_to is None) for r in store.iter_rels(include_closed=True)]
+    live = [n.key for n in store.iter_nodes()]
+    around = sorted((e.origin, e.step.src, e.step.type, e.step.dst) for e in store.expand(live))
+    return nodes, rels, around, sorted(r.ident for r in store.get_relationships(keys))
+
+
 class TestEmbeddedStore(StoreContract):
     @pytest.fixture
     def make_store(self, embedded_store_factory: Callable[[str], Any]) -> Callable[[str], Any]:
@@ -62,13 +73,6 @@ def test_the_graph_in_memory_equals_the_graph_read_back_after_any_writes(
     paths = [f"m{i}.py" for i in range(5)]
     types = [RelType.CALLS, RelType.IMPORTS, RelType.CONTAINS]
 
-    def view(store: Any) -> tuple:
-        nodes = [(n.key, n.name, n.props, n.sources, n.valid_to is None) for n in store.iter_nodes(include_closed=True)]
-        rels = [(r.ident, r.props, r.sources, r.valid_to is None) for r in store.iter_rels(include_closed=True)]
-        live = [n.key for n in store.iter_nodes()]
-        around = sorted((e.origin, e.step.src, e.step.type, e.step.dst) for e in store.expand(live))
-        return nodes, rels, around, sorted(r.ident for r in store.get_relationships(keys))
-
     store, removed = embedded_store_factory("churn"), 0
     try:
         for step in range(60):
@@ -91,9 +95,56 @@ def test_the_graph_in_memory_equals_the_graph_read_back_after_any_writes(
             if step % 10 == 9:
                 again = embedded_store_factory("churn")
                 try:
-                    assert view(store) == view(again), f"after step {step}"
+                    assert _view(store, keys) == _view(again, keys), f"after step {step}"
                 finally:
                     again.close()
         assert removed > 3  # the run deleted nodes with relationships, not only closed them
     finally:
         store.close()
+
+
+def test_a_new_process_reads_an_unchanged_graph_from_its_snapshot(
+        embedded_store_factory: Callable[[str], Any], caplog: pytest.LogCaptureFixture) -> None:
+    """The first load from the database saves a snapshot; later processes read the snapshot while
+    the graph is unchanged and see the same graph; a write deletes it; a snapshot of an older
+    graph, or a damaged one, is never read in place of the database."""
+    from graphmem.model import Node, Provenance
+    from graphmem.stores.embedded import SNAPSHOT_FILE
+    from tests.contract.store_contract import T0, sample_graph
+
+    store = embedded_store_factory("snap")
+    opened = [store]
+
+    def fresh_view() -> tuple:
+        other = embedded_store_factory("snap")
+        opened.append(other)
+        return _view(other, keys)
+
+    try:
+        nodes, rels, chunks = sample_graph()
+        keys = [n.key for n in nodes]
+        store.upsert(nodes, rels, chunks, at=T0)
+        snapshot = store.path / SNAPSHOT_FILE
+        assert not snapshot.exists()  # the writer had its graph: nothing was loaded
+        expected = _view(store, keys)
+        assert fresh_view() == expected  # read from the database, then saved
+        saved = snapshot.stat().st_ino, snapshot.read_bytes()
+        assert fresh_view() == expected  # read from the snapshot: the file was not written again
+        assert snapshot.stat().st_ino == saved[0]
+
+        store.upsert([Node("doc:later", "later", Provenance("later.md", "test"))], [], [])
+        assert not snapshot.exists()
+        keys.append("doc:later")
+        expected = _view(store, keys)
+        snapshot.write_bytes(saved[1])  # the older graph's snapshot: not this generation
+        assert fresh_view() == expected
+        assert snapshot.read_bytes() != saved[1]  # replaced by the current graph's
+
+        snapshot.write_bytes(snapshot.read_bytes()[:1000])  # damaged
+        with caplog.at_level("WARNING", logger="graphmem.stores.embedded"):
+            assert fresh_view() == expected
+        assert "snapshot" in caplog.text and "reading the database" in caplog.text
+        assert fresh_view() == expected  # from the snapshot saved again
+    finally:
+        for s in opened:
+            s.close()

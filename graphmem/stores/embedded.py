@@ -6,7 +6,9 @@ interrupted one; ``atomic()`` makes a whole ingest one transaction. On open the 
 into adjacency dicts (``_Graph``: the layout of a ``networkx.MultiDiGraph`` keyed by relationship
 type, without importing networkx, which would cost a first question about 0.3 s), which serve
 every read; ``stores.base.to_networkx`` gives the graph as networkx's for analysis. Chunks stay on
-disk only.
+disk only. A load from SQL saves the rows it read in ``<home>/<project>/graph.marshal`` with the
+graph's generation, so the next process to open an unchanged graph reads that instead; every write
+deletes it.
 
 Several processes may use one home: writes take SQLite's write lock, and every call first checks
 ``PRAGMA data_version`` so a graph changed by another process is reloaded before it is read.
@@ -25,6 +27,8 @@ committed (how the MCP server's ingest and its readers share a home).
 from __future__ import annotations
 
 import gc
+import logging
+import marshal
 import os
 import sqlite3
 import threading
@@ -49,6 +53,7 @@ from graphmem.model import (
     now_iso,
     to_iso,
 )
+from graphmem.retrieval.files import write_bytes_atomic
 from graphmem.stores.base import GENERATION, Counts, Direction, Edge, Hub, Keep, Step, TraversalMixin, WriteSummary
 from graphmem.stores.batch import ProvenanceStamper, element_sources, merge_props, prepare_batch
 
@@ -77,6 +82,11 @@ CREATE TABLE IF NOT EXISTS source_states (path TEXT PRIMARY KEY, hash TEXT NOT N
 """
 
 _RELTYPES = {t.value: t for t in RelType}
+# The graph's rows as the last load read them, for the next process (``marshal``: plain values only,
+# so reading it runs no code; about twice as fast as the SQL and JSON it replaces).
+SNAPSHOT_FILE = "graph.marshal"
+SNAPSHOT_FORMAT = 1
+log = logging.getLogger(__name__)
 EXPAND_CACHE_LIMIT = 50_000  # nodes whose expansion is kept between questions (emptied when full)
 RelIdent = tuple[str, str, str]
 
@@ -354,38 +364,78 @@ class EmbeddedStore(TraversalMixin):
                     db.execute("BEGIN")  # one snapshot for all the tables
                 try:
                     with _gc_paused():
-                        self._load(db)
+                        self._load(db, save=snapshot)
                 finally:
                     if snapshot:
                         db.execute("COMMIT")
                 self._version = version
         return db
 
-    def _load(self, db: sqlite3.Connection) -> None:
-        """Read the whole graph from ``db``, then swap it in under the exclusive lock (readers
-        meanwhile keep using the one they have)."""
-        graph = _Graph()
-        loads, codec = orjson.loads, _Codec()
+    def _load(self, db: sqlite3.Connection, *, save: bool = True) -> None:
+        """Read the whole graph, then swap it in under the exclusive lock (readers meanwhile keep
+        using the one they have).
+
+        The rows come from the snapshot that an earlier load saved (``graph.marshal``) while the
+        graph's ``GENERATION`` is the one it was saved at, else from ``db``; a load from ``db``
+        saves them for the next process when ``save`` (outside a write's transaction)."""
+        codec = _Codec()
         codec.load(db)
-        by_id, load_sources = codec.by_id, codec.load_sources
-        # A first question waits for this load: the loops build the graph's dicts directly.
-        nodes, succ, pred = graph.nodes, graph.succ, graph.pred
-        for key, name, props, pid, sources, vfrom, vto in db.execute("SELECT * FROM nodes"):
-            prov = by_id[pid]
-            nodes[key] = Node(key, name, prov, loads(props), vfrom, vto, load_sources(sources, prov))
-            succ[key] = {}
-            pred[key] = {}
-        for src, typ, dst, props, pid, sources, vfrom, vto in db.execute("SELECT * FROM rels"):
-            prov = by_id[pid]
-            by_type = succ[src].get(dst)
-            if by_type is None:
-                by_type = succ[src][dst] = pred[dst][src] = {}
-            by_type[typ] = Relationship(src, _RELTYPES[typ], dst, prov, loads(props), vfrom, vto,
-                                        load_sources(sources, prov))
+        found = db.execute("SELECT value FROM meta WHERE name=?", (GENERATION,)).fetchone()
+        generation = found[0] if found else None
+        graph = None
+        saved = self._read_snapshot(generation)
+        if saved is not None:
+            try:
+                graph = _Graph.of_rows(*saved, codec)
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                log.warning("graph snapshot %s is damaged (%s): reading the database", self._snapshot_path, exc)
+        if graph is None:
+            loads = orjson.loads
+            rows = ([(key, name, loads(props), *rest) for key, name, props, *rest in db.execute("SELECT * FROM nodes")],
+                    [(src, typ, dst, loads(props), *rest)
+                     for src, typ, dst, props, *rest in db.execute("SELECT * FROM rels")])
+            graph = _Graph.of_rows(*rows, codec)
+            if save and generation is not None:
+                self._save_snapshot(generation, rows)
         with self._rw.write():
             self._graph = graph
             self._codec = codec
             self._expanded = {}
+
+    @property
+    def _snapshot_path(self) -> Path:
+        return self._dir / SNAPSHOT_FILE
+
+    def _read_snapshot(self, generation: str | None) -> tuple[list[tuple], list[tuple]] | None:
+        """The node and relationship rows saved at ``generation``, or None."""
+        if generation is None:
+            return None
+        try:
+            raw = marshal.loads(self._snapshot_path.read_bytes())
+        except FileNotFoundError:
+            return None
+        except (OSError, EOFError, ValueError, TypeError) as exc:
+            log.warning("graph snapshot %s is unreadable (%s): reading the database", self._snapshot_path, exc)
+            return None
+        if (not isinstance(raw, dict) or raw.get("format") != SNAPSHOT_FORMAT or raw.get("generation") != generation
+                or not isinstance(raw.get("nodes"), list) or not isinstance(raw.get("rels"), list)):
+            return None
+        return raw["nodes"], raw["rels"]
+
+    def _save_snapshot(self, generation: str, rows: tuple[list[tuple], list[tuple]]) -> None:
+        try:
+            write_bytes_atomic(self._snapshot_path, marshal.dumps(
+                {"format": SNAPSHOT_FORMAT, "generation": generation, "nodes": rows[0], "rels": rows[1]}))
+        except OSError as exc:  # a read-only home: every process reads the database
+            log.warning("cannot save the graph snapshot %s: %s", self._snapshot_path, exc)
+
+    def _drop_snapshot(self) -> None:
+        """Delete the snapshot of the graph before a write: it never outlives the data it holds
+        (text that a write redacts or withdraws does not linger on disk)."""
+        try:
+            self._snapshot_path.unlink(missing_ok=True)
+        except OSError as exc:
+            log.warning("cannot delete the graph snapshot %s: %s", self._snapshot_path, exc)
 
     def _write(self, db: sqlite3.Connection, work) -> None:  # type: ignore[no-untyped-def]
         """Run ``work(db)`` in one IMMEDIATE transaction against an up-to-date graph."""
@@ -393,6 +443,7 @@ class EmbeddedStore(TraversalMixin):
             self._write_now(db, work)
 
     def _write_now(self, db: sqlite3.Connection, work) -> None:  # type: ignore[no-untyped-def]
+        self._drop_snapshot()
         if db.in_transaction:  # inside atomic(): that transaction commits or rolls back everything
             apply = work(db)
             _new_generation(db)
@@ -408,6 +459,7 @@ class EmbeddedStore(TraversalMixin):
         except BaseException:
             db.execute("ROLLBACK")
             raise
+        self._drop_snapshot()  # one a reader saved while this write was under way
         with self._rw.write():
             self._expanded = {}
             apply()  # the in-memory graph changes only once the transaction is durable
@@ -421,7 +473,7 @@ class EmbeddedStore(TraversalMixin):
         try:
             version = db.execute("PRAGMA data_version").fetchone()[0]
             if version != self._version:
-                self._load(db)
+                self._load(db, save=False)  # this write is about to replace it
                 self._version = version
         except BaseException:
             db.execute("ROLLBACK")
@@ -447,7 +499,7 @@ class EmbeddedStore(TraversalMixin):
                 except BaseException:
                     self._atomic_thread = None
                     db.execute("ROLLBACK")
-                    self._load(db)  # the in-memory graph took the writes as they came: undo them
+                    self._load(db, save=False)  # the in-memory graph took the writes as they came: undo them
                     raise
                 self._atomic_thread = None
                 db.execute("COMMIT")
@@ -932,6 +984,7 @@ class EmbeddedStore(TraversalMixin):
         with self._lock, _transaction(self._conn()) as db:
             for table in ("nodes", "rels", "chunks", "meta", "source_states", "provenance"):
                 db.execute(f"DELETE FROM {table}")  # noqa: S608 (fixed table names)
+        self._drop_snapshot()
         self._version = None
 
 
@@ -959,6 +1012,26 @@ class _Graph:
         self.succ: dict[str, dict[str, dict[str, Relationship]]] = {}
         self.pred: dict[str, dict[str, dict[str, Relationship]]] = {}
         self._by_source: tuple[dict[str, set[str]], dict[str, set[RelIdent]]] | None = None
+
+    @classmethod
+    def of_rows(cls, node_rows: Iterable[Sequence], rel_rows: Iterable[Sequence], codec: _Codec) -> _Graph:
+        """The graph of rows as the tables hold them, properties already parsed."""
+        graph = cls()
+        by_id, load_sources = codec.by_id, codec.load_sources
+        # A first question waits for this: the loops build the graph's dicts directly.
+        nodes, succ, pred = graph.nodes, graph.succ, graph.pred
+        for key, name, props, pid, sources, vfrom, vto in node_rows:
+            prov = by_id[pid]
+            nodes[key] = Node(key, name, prov, props, vfrom, vto, load_sources(sources, prov))
+            succ[key] = {}
+            pred[key] = {}
+        for src, typ, dst, props, pid, sources, vfrom, vto in rel_rows:
+            prov = by_id[pid]
+            by_type = succ[src].get(dst)
+            if by_type is None:
+                by_type = succ[src][dst] = pred[dst][src] = {}
+            by_type[typ] = Relationship(src, _RELTYPES[typ], dst, prov, props, vfrom, vto, load_sources(sources, prov))
+        return graph
 
     def sources(self) -> tuple[dict[str, set[str]], dict[str, set[RelIdent]]]:
         """Source path -> the node keys, and the relationship idents, that list it among their
