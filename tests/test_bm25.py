@@ -320,6 +320,16 @@ def test_save_load_round_trip(tmp_path: Path, corpus: list[str]) -> None:
     for query in QUERIES:
         assert loaded.search(query, 10) == index.search(query, 10)
         assert np.array_equal(loaded.scores(query)[1], index.scores(query)[1])
+    # The file holds the weight matrix: a loaded index searches without building it, with the
+    # same scores as one built from the counts (a file of an earlier version, without the matrix).
+    assert not loaded._stale
+    with np.load(path) as data:
+        counts_only = {name: data[name] for name in data.files if not name.startswith("matrix_")}
+    np.savez(tmp_path / "counts-only.npz", **counts_only)
+    rebuilt = BM25Index.load(tmp_path / "counts-only.npz")
+    assert rebuilt._stale
+    for query in QUERIES:
+        assert np.array_equal(rebuilt.scores(query)[1], loaded.scores(query)[1])
     # A loaded index stays editable.
     loaded.add([(1, "brand new zebracorn text")])
     loaded.remove([2**40])
@@ -373,6 +383,13 @@ def test_corrupt_files_raise_store_error(tmp_path: Path) -> None:
     np.savez(inconsistent, **bad)
     with pytest.raises(StoreError, match="inconsistent"):
         BM25Index.load(inconsistent)
+
+    for name, value in (("matrix_docs", arrays["matrix_docs"] + 10**6),
+                        ("matrix_indptr", arrays["matrix_indptr"][::-1].copy()),
+                        ("matrix_weights", arrays["matrix_weights"][:-1])):
+        np.savez(inconsistent, **dict(arrays, **{name: value}))
+        with pytest.raises(StoreError, match="inconsistent"):
+            BM25Index.load(inconsistent)
 
     missing_key = {k: v for k, v in arrays.items() if k != "vocab"}
     partial = tmp_path / "partial.npz"

@@ -230,7 +230,15 @@ class BM25Index:
             n_terms = len(self._vocab.terms)
             ids, nnz, packed = self._pack()
             df = np.bincount(packed[0], minlength=n_terms)
-        n_docs = len(ids)
+        self._ids = ids
+        self._indptr, self._indices, self._data = self._matrix(nnz, packed, df)
+        self._stale = False
+
+    def _matrix(self, nnz: np.ndarray, packed: np.ndarray, df: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The weight matrix in CSC form ``(indptr, document positions, weights)`` of documents in
+        order (``nnz`` terms each, ``packed`` their term ids and counts), ``df`` per term id."""
+        n_terms = len(df)
+        n_docs = len(nnz)
         terms = packed[0]
         doc_ptr = np.zeros(n_docs + 1, dtype=np.int64)
         np.cumsum(nnz, out=doc_ptr[1:])
@@ -266,9 +274,7 @@ class BM25Index:
         indptr = np.zeros(n_terms + 1, dtype=np.int64)
         np.cumsum(df, out=indptr[1:])
         doc_of = np.repeat(np.arange(n_docs, dtype=np.int32), nnz)
-        self._ids = ids
-        self._indptr, self._indices, self._data = indptr, doc_of[order], data[order]
-        self._stale = False
+        return indptr, doc_of[order], data[order]
 
     # --- persistence -----------------------------------------------------------------------------
 
@@ -283,14 +289,20 @@ class BM25Index:
         remap = np.full(len(df), -1, dtype=np.int32)
         remap[live] = np.arange(len(live), dtype=np.int32)
         vocab = "\n".join(self._vocab.terms[i] for i in live.tolist()).encode("utf-8", "surrogatepass")
+        terms = remap[packed[0]]
+        # The weight matrix too: a new process then searches without building it first.
+        indptr, indices, data = self._matrix(nnz, np.stack((terms, packed[1])), df[live])
         arrays: dict[str, np.ndarray] = {
             "format": np.array([FORMAT], dtype=np.int64),
             "params": np.array([self.k1, self.b, self.epsilon], dtype=np.float64),
             "idf": np.array([self.idf]),
             "ids": ids,
             "nnz": nnz,
-            "terms": remap[packed[0]],
+            "terms": terms,
             "counts": packed[1],
+            "matrix_indptr": indptr,
+            "matrix_docs": indices,
+            "matrix_weights": data,
             "vocab_size": np.array([len(live)], dtype=np.int64),
             # Tokens never contain whitespace, so one newline-joined UTF-8 blob holds the vocabulary
             # compactly (a numpy string array would pad every term to the longest one).
@@ -317,6 +329,9 @@ class BM25Index:
                 terms, counts = data["terms"].astype(np.int32), data["counts"].astype(np.int32)
                 vocab_size = int(data["vocab_size"][0])
                 vocab_blob = data["vocab"].astype(np.uint8).tobytes()
+                # Absent from files of earlier versions: their matrix is built at the first search.
+                matrix = (tuple(data[name] for name in ("matrix_indptr", "matrix_docs", "matrix_weights"))
+                          if "matrix_weights" in data.files else None)
             vocab = vocab_blob.decode("utf-8", "surrogatepass").split("\n") if vocab_size else []
             index = cls(k1=float(params[0]), b=float(params[1]), idf=idf_kind,  # type: ignore[arg-type]
                         epsilon=float(params[2]))
@@ -336,7 +351,27 @@ class BM25Index:
         # Views into one packed array: cheap to make, and a replaced document simply drops its view.
         index._docs = {doc_id: packed[:, lo:hi] if hi > lo else _EMPTY_DOC
                        for doc_id, lo, hi in zip(ids.tolist(), starts, ends)}
+        if matrix is not None:
+            problem = _check_matrix(*matrix, n_terms=vocab_size, n_docs=len(ids), nnz=len(terms))
+            if problem:
+                raise StoreError(f"BM25 index {path} is inconsistent ({problem}); delete it to rebuild from the graph")
+            index._ids = ids
+            index._indptr, index._indices, index._data = matrix
+            index._stale = False
         return index
+
+
+def _check_matrix(indptr: np.ndarray, docs: np.ndarray, weights: np.ndarray, *, n_terms: int, n_docs: int,
+                  nnz: int) -> str | None:
+    """What is wrong with a loaded weight matrix, or None."""
+    if (indptr.dtype != np.int64 or docs.dtype != np.int32 or weights.dtype != np.float32
+            or indptr.shape != (n_terms + 1,) or docs.shape != (nnz,) or weights.shape != (nnz,)):
+        return "weight matrix has the wrong shape or type"
+    if int(indptr[0]) != 0 or int(indptr[-1]) != nnz or (np.diff(indptr) < 0).any():
+        return "weight matrix column pointers are out of order"
+    if nnz and (int(docs.min()) < 0 or int(docs.max()) >= n_docs or not np.isfinite(weights).all()):
+        return "weight matrix entry out of range"
+    return None
 
 
 def _check_arrays(ids: np.ndarray, nnz: np.ndarray, terms: np.ndarray, counts: np.ndarray, vocab: list[str],
