@@ -364,7 +364,9 @@ class EmbeddedStore(TraversalMixin):
                     db.execute("BEGIN")  # one snapshot for all the tables
                 try:
                     with _gc_paused():
-                        self._load(db, save=snapshot)
+                        # Saved for other processes at a store's first load only: a long-lived
+                        # one reloading after each write of an ingest would pay for it every time.
+                        self._load(db, save=snapshot and self._version is None)
                 finally:
                     if snapshot:
                         db.execute("COMMIT")
@@ -377,7 +379,7 @@ class EmbeddedStore(TraversalMixin):
 
         The rows come from the snapshot that an earlier load saved (``graph.marshal``) while the
         graph's ``GENERATION`` is the one it was saved at, else from ``db``; a load from ``db``
-        saves them for the next process when ``save`` (outside a write's transaction)."""
+        saves them for the next process when ``save``."""
         codec = _Codec()
         codec.load(db)
         found = db.execute("SELECT value FROM meta WHERE name=?", (GENERATION,)).fetchone()
@@ -391,9 +393,14 @@ class EmbeddedStore(TraversalMixin):
                 log.warning("graph snapshot %s is damaged (%s): reading the database", self._snapshot_path, exc)
         if graph is None:
             loads = orjson.loads
-            rows = ([(key, name, loads(props), *rest) for key, name, props, *rest in db.execute("SELECT * FROM nodes")],
-                    [(src, typ, dst, loads(props), *rest)
-                     for src, typ, dst, props, *rest in db.execute("SELECT * FROM rels")])
+            node_rows = [(key, name, loads(props), pid, sources, vfrom, vto)
+                         for key, name, props, pid, sources, vfrom, vto in db.execute("SELECT * FROM nodes")]
+            # The ends of relationships as the nodes' own key objects: the graph then holds one
+            # string per key (the snapshot too: marshal writes a repeated object once), and the
+            # adjacency dicts compare them by identity.
+            same = {row[0]: row[0] for row in node_rows}.get
+            rows = (node_rows, [(same(src, src), typ, same(dst, dst), loads(props), pid, sources, vfrom, vto)
+                                for src, typ, dst, props, pid, sources, vfrom, vto in db.execute("SELECT * FROM rels")])
             graph = _Graph.of_rows(*rows, codec)
             if save and generation is not None:
                 self._save_snapshot(generation, rows)
