@@ -5,7 +5,8 @@ Documents are kept as per-document term counts (term ids and counts, tokenised o
 ``idf(term) * tf-part(doc, term)`` weights: a query sums its terms' columns into a dense score array
 and takes the top k with ``np.argpartition``. Adding or removing documents only marks the matrix
 stale; the next search rebuilds it from the kept counts with vectorised numpy (N, average length and
-every idf change with each edit, so all weights are recomputed anyway).
+every idf change with each edit, so all weights are recomputed anyway). A saved index holds the
+matrix beside the counts, so a loaded one searches at once.
 
 Scoring, for a document D and a query with distinct terms q:
 

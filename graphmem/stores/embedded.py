@@ -82,8 +82,8 @@ CREATE TABLE IF NOT EXISTS source_states (path TEXT PRIMARY KEY, hash TEXT NOT N
 """
 
 _RELTYPES = {t.value: t for t in RelType}
-# The graph's rows as the last load read them, for the next process (``marshal``: plain values only,
-# so reading it runs no code; about twice as fast as the SQL and JSON it replaces).
+# The graph's rows as a load from SQL read them, for the next process (``marshal``: plain values only,
+# so reading it runs no code, and faster than the SQL and JSON it stands for).
 SNAPSHOT_FILE = "graph.marshal"
 SNAPSHOT_FORMAT = 1
 log = logging.getLogger(__name__)
@@ -373,7 +373,7 @@ class EmbeddedStore(TraversalMixin):
                 self._version = version
         return db
 
-    def _load(self, db: sqlite3.Connection, *, save: bool = True) -> None:
+    def _load(self, db: sqlite3.Connection, *, save: bool) -> None:
         """Read the whole graph, then swap it in under the exclusive lock (readers meanwhile keep
         using the one they have).
 
