@@ -181,6 +181,7 @@ class Graphmem:
 
             # Facts an LLM read from texts that have changed since no longer hold.
             withdraw_stale(self.store, min_chars=self.settings.llm.min_chars)
+        self.store.save_snapshot()  # the next process to open the graph reads it faster
         return report
 
     def enrich(self, *, retry_failed: bool = False, kinds: list[str] | None = None, limit: int | None = None,
@@ -229,6 +230,7 @@ class Graphmem:
             took[name] = round(time.perf_counter() - started, 3)
 
         timed("graph", lambda: self.store.get_nodes([]))  # reading any node loads the graph
+        timed("snapshot", self.store.save_snapshot)  # for the next process to open the graph
         if "graph" in spec.retrievers:
             timed("catalog", lambda: self.retriever.graph_for(spec).refresh())
         if "bm25" in spec.searches:

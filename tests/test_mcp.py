@@ -277,7 +277,8 @@ def test_the_server_loads_the_project_before_the_first_question(acme_home: Path,
     empty = Service(Settings(store="embedded", home=tmp_path / "empty"), "acme")
     try:
         took = service.warm_up()
-        assert took is not None and {"graph", "catalog", "bm25", "vectors", "embedder"} <= set(took)
+        assert took is not None and {"graph", "snapshot", "catalog", "bm25", "vectors", "embedder"} <= set(took)
+        assert (acme_home / "acme" / "graph.marshal").is_file()  # the next process reads the graph from it
         gm = service.graphmem()
         assert gm.indexes.embedder_loaded
         assert ("reranker" in took) == (gm.reranker is not None)

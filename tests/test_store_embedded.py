@@ -105,9 +105,9 @@ def test_the_graph_in_memory_equals_the_graph_read_back_after_any_writes(
 
 def test_a_new_process_reads_an_unchanged_graph_from_its_snapshot(
         embedded_store_factory: Callable[[str], Any], caplog: pytest.LogCaptureFixture) -> None:
-    """The first load from the database saves a snapshot; later processes read the snapshot while
-    the graph is unchanged and see the same graph; a write deletes it; a snapshot of an older
-    graph, or a damaged one, is never read in place of the database."""
+    """``save_snapshot`` keeps the graph's rows; later processes read them while the graph is
+    unchanged and see the same graph as from the database; a write deletes them; a snapshot of an
+    older graph, or a damaged one, is never read in place of the database."""
     from graphmem.model import Node, Provenance
     from graphmem.stores.embedded import SNAPSHOT_FILE
     from tests.contract.store_contract import T0, sample_graph
@@ -115,21 +115,25 @@ def test_a_new_process_reads_an_unchanged_graph_from_its_snapshot(
     store = embedded_store_factory("snap")
     opened = [store]
 
-    def fresh_view() -> tuple:
+    def fresh() -> Any:
         other = embedded_store_factory("snap")
         opened.append(other)
-        return _view(other, keys)
+        return other
 
     try:
+        snapshot = store.path / SNAPSHOT_FILE
+        assert not store.save_snapshot() and not snapshot.exists()  # an empty project: nothing to keep
         nodes, rels, chunks = sample_graph()
         keys = [n.key for n in nodes]
         store.upsert(nodes, rels, chunks, at=T0)
-        snapshot = store.path / SNAPSHOT_FILE
-        assert not snapshot.exists()  # the writer had its graph: nothing was loaded
         expected = _view(store, keys)
-        assert fresh_view() == expected  # read from the database, then saved
+        reader = fresh()
+        assert _view(reader, keys) == expected and not snapshot.exists()  # a load saves nothing
+        assert store.save_snapshot() and not store.save_snapshot()  # saved once per graph
         saved = snapshot.stat().st_ino, snapshot.read_bytes()
-        assert fresh_view() == expected  # read from the snapshot: the file was not written again
+        reader = fresh()
+        assert _view(reader, keys) == expected
+        assert not reader.save_snapshot()  # it read this graph's snapshot: nothing new to save
         assert snapshot.stat().st_ino == saved[0]
 
         store.upsert([Node("doc:later", "later", Provenance("later.md", "test"))], [], [])
@@ -137,14 +141,14 @@ def test_a_new_process_reads_an_unchanged_graph_from_its_snapshot(
         keys.append("doc:later")
         expected = _view(store, keys)
         snapshot.write_bytes(saved[1])  # the older graph's snapshot: not this generation
-        assert fresh_view() == expected
-        assert snapshot.read_bytes() != saved[1]  # replaced by the current graph's
+        reader = fresh()
+        assert _view(reader, keys) == expected
+        assert reader.save_snapshot() and snapshot.read_bytes() != saved[1]
 
         snapshot.write_bytes(snapshot.read_bytes()[:1000])  # damaged
         with caplog.at_level("WARNING", logger="graphmem.stores.embedded"):
-            assert fresh_view() == expected
+            assert _view(fresh(), keys) == expected
         assert "snapshot" in caplog.text and "reading the database" in caplog.text
-        assert fresh_view() == expected  # from the snapshot saved again
     finally:
         for s in opened:
             s.close()

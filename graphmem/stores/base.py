@@ -309,6 +309,11 @@ class GraphStore(Protocol):
     def has_nodes(self) -> bool:
         """Whether the project holds an open node (what ``counts`` would say, without counting)."""
 
+    def save_snapshot(self) -> bool:
+        """Keep what a new process needs to open the graph quickly, where the store has such a
+        thing (the embedded store's rows, read instead of its database while the graph is
+        unchanged); False when nothing was saved."""
+
     def get_meta(self, name: str) -> str | None:
         """A project-level setting such as the last ingested commit."""
 

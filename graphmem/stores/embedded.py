@@ -6,9 +6,9 @@ interrupted one; ``atomic()`` makes a whole ingest one transaction. On open the 
 into adjacency dicts (``_Graph``: the layout of a ``networkx.MultiDiGraph`` keyed by relationship
 type, without importing networkx, which would cost a first question about 0.3 s), which serve
 every read; ``stores.base.to_networkx`` gives the graph as networkx's for analysis. Chunks stay on
-disk only. A load from SQL saves the rows it read in ``<home>/<project>/graph.marshal`` with the
-graph's generation, so the next process to open an unchanged graph reads that instead; every write
-deletes it.
+disk only. ``save_snapshot`` (called by ingest and by a server that has loaded the graph) writes the
+rows to ``<home>/<project>/graph.marshal`` with the graph's generation, so the next process to open
+the unchanged graph reads that instead; every write deletes it.
 
 Several processes may use one home: writes take SQLite's write lock, and every call first checks
 ``PRAGMA data_version`` so a graph changed by another process is reloaded before it is read.
@@ -82,8 +82,8 @@ CREATE TABLE IF NOT EXISTS source_states (path TEXT PRIMARY KEY, hash TEXT NOT N
 """
 
 _RELTYPES = {t.value: t for t in RelType}
-# The graph's rows as a load from SQL read them, for the next process (``marshal``: plain values only,
-# so reading it runs no code, and faster than the SQL and JSON it stands for).
+# The graph's rows for the next process (``marshal``: plain values only, so reading it runs no code,
+# and faster than the SQL and JSON it stands for).
 SNAPSHOT_FILE = "graph.marshal"
 SNAPSHOT_FORMAT = 1
 log = logging.getLogger(__name__)
@@ -255,6 +255,7 @@ class EmbeddedStore(TraversalMixin):
         self._dir = Path(home).expanduser() / project
         self._db: sqlite3.Connection | None = None
         self._version: int | None = None
+        self._snapshot_at: str | None = None  # the generation of the snapshot this store read or saved
         self._graph = _Graph()
         self._codec = _Codec()
         self._lock = threading.RLock()  # one writer (or reload) at a time; owns the main connection
@@ -364,50 +365,64 @@ class EmbeddedStore(TraversalMixin):
                     db.execute("BEGIN")  # one snapshot for all the tables
                 try:
                     with _gc_paused():
-                        # Saved for other processes at a store's first load only: a long-lived
-                        # one reloading after each write of an ingest would pay for it every time.
-                        self._load(db, save=snapshot and self._version is None)
+                        self._load(db)
                 finally:
                     if snapshot:
                         db.execute("COMMIT")
                 self._version = version
         return db
 
-    def _load(self, db: sqlite3.Connection, *, save: bool) -> None:
+    def _load(self, db: sqlite3.Connection) -> None:
         """Read the whole graph, then swap it in under the exclusive lock (readers meanwhile keep
-        using the one they have).
-
-        The rows come from the snapshot that an earlier load saved (``graph.marshal``) while the
-        graph's ``GENERATION`` is the one it was saved at, else from ``db``; a load from ``db``
-        saves them for the next process when ``save``."""
+        using the one they have): from the snapshot ``save_snapshot`` wrote while the graph's
+        ``GENERATION`` is the one it was saved at, else from ``db``."""
         codec = _Codec()
         codec.load(db)
-        found = db.execute("SELECT value FROM meta WHERE name=?", (GENERATION,)).fetchone()
-        generation = found[0] if found else None
+        generation = _generation(db)
         graph = None
         saved = self._read_snapshot(generation)
         if saved is not None:
             try:
-                graph = _Graph.of_rows(*saved, codec)
+                graph = _Graph.of_rows(*saved, codec, parsed=True)
+                self._snapshot_at = generation
             except (KeyError, TypeError, ValueError, AttributeError) as exc:
                 log.warning("graph snapshot %s is damaged (%s): reading the database", self._snapshot_path, exc)
         if graph is None:
-            loads = orjson.loads
-            node_rows = [(key, name, loads(props), pid, sources, vfrom, vto)
-                         for key, name, props, pid, sources, vfrom, vto in db.execute("SELECT * FROM nodes")]
-            # The ends of relationships as the nodes' own key objects: the graph then holds one
-            # string per key (the snapshot too: marshal writes a repeated object once), and the
-            # adjacency dicts compare them by identity.
-            same = {row[0]: row[0] for row in node_rows}.get
-            rows = (node_rows, [(same(src, src), typ, same(dst, dst), loads(props), pid, sources, vfrom, vto)
-                                for src, typ, dst, props, pid, sources, vfrom, vto in db.execute("SELECT * FROM rels")])
-            graph = _Graph.of_rows(*rows, codec)
-            if save and generation is not None:
-                self._save_snapshot(generation, rows)
+            graph = _Graph.of_rows(db.execute("SELECT * FROM nodes"), db.execute("SELECT * FROM rels"), codec,
+                                   parsed=False)
         with self._rw.write():
             self._graph = graph
             self._codec = codec
             self._expanded = {}
+
+    def save_snapshot(self) -> bool:
+        """Save the graph's rows for the next process that opens it (``graph.marshal``, read instead
+        of the database while the graph is unchanged), unless this store read them from one.
+        ``ingest`` calls it at the end and a server once it has loaded the graph: a process that
+        answers one question does not pay for it. False when there was nothing to save."""
+        with self._lock:
+            db = self._conn()
+            if db.in_transaction:  # inside atomic(): what it wrote is not committed yet
+                return False
+            db.execute("BEGIN")  # one snapshot for all the tables
+            try:
+                generation = _generation(db)
+                if generation is None or generation == self._snapshot_at:
+                    return False
+                loads = orjson.loads
+                node_rows = [(key, name, loads(props), pid, sources, vfrom, vto)
+                             for key, name, props, pid, sources, vfrom, vto in db.execute("SELECT * FROM nodes")]
+                # Relationship ends as the nodes' own key objects: marshal writes a repeated object
+                # once, and reads it back as one.
+                same = {row[0]: row[0] for row in node_rows}.get
+                rel_rows = [(same(src, src), typ, same(dst, dst), loads(props), pid, sources, vfrom, vto)
+                            for src, typ, dst, props, pid, sources, vfrom, vto in db.execute("SELECT * FROM rels")]
+            finally:
+                db.execute("COMMIT")
+            saved = self._save_snapshot(generation, (node_rows, rel_rows))
+            if saved:
+                self._snapshot_at = generation
+            return saved
 
     @property
     def _snapshot_path(self) -> Path:
@@ -429,16 +444,19 @@ class EmbeddedStore(TraversalMixin):
             return None
         return raw["nodes"], raw["rels"]
 
-    def _save_snapshot(self, generation: str, rows: tuple[list[tuple], list[tuple]]) -> None:
+    def _save_snapshot(self, generation: str, rows: tuple[list[tuple], list[tuple]]) -> bool:
         try:
             write_bytes_atomic(self._snapshot_path, marshal.dumps(
                 {"format": SNAPSHOT_FORMAT, "generation": generation, "nodes": rows[0], "rels": rows[1]}))
+            return True
         except OSError as exc:  # a read-only home: every process reads the database
             log.warning("cannot save the graph snapshot %s: %s", self._snapshot_path, exc)
+            return False
 
     def _drop_snapshot(self) -> None:
         """Delete the snapshot of the graph before a write: it never outlives the data it holds
         (text that a write redacts or withdraws does not linger on disk)."""
+        self._snapshot_at = None
         try:
             self._snapshot_path.unlink(missing_ok=True)
         except OSError as exc:
@@ -466,7 +484,7 @@ class EmbeddedStore(TraversalMixin):
         except BaseException:
             db.execute("ROLLBACK")
             raise
-        self._drop_snapshot()  # one a reader saved while this write was under way
+        self._drop_snapshot()  # one another process saved while this write was under way
         with self._rw.write():
             self._expanded = {}
             apply()  # the in-memory graph changes only once the transaction is durable
@@ -480,7 +498,7 @@ class EmbeddedStore(TraversalMixin):
         try:
             version = db.execute("PRAGMA data_version").fetchone()[0]
             if version != self._version:
-                self._load(db, save=False)  # this write is about to replace it
+                self._load(db)
                 self._version = version
         except BaseException:
             db.execute("ROLLBACK")
@@ -506,7 +524,7 @@ class EmbeddedStore(TraversalMixin):
                 except BaseException:
                     self._atomic_thread = None
                     db.execute("ROLLBACK")
-                    self._load(db, save=False)  # the in-memory graph took the writes as they came: undo them
+                    self._load(db)  # the in-memory graph took the writes as they came: undo them
                     raise
                 self._atomic_thread = None
                 db.execute("COMMIT")
@@ -1021,15 +1039,17 @@ class _Graph:
         self._by_source: tuple[dict[str, set[str]], dict[str, set[RelIdent]]] | None = None
 
     @classmethod
-    def of_rows(cls, node_rows: Iterable[Sequence], rel_rows: Iterable[Sequence], codec: _Codec) -> _Graph:
-        """The graph of rows as the tables hold them, properties already parsed."""
+    def of_rows(cls, node_rows: Iterable[Sequence], rel_rows: Iterable[Sequence], codec: _Codec, *,
+                parsed: bool) -> _Graph:
+        """The graph of rows as the tables hold them (properties as JSON text unless ``parsed``)."""
         graph = cls()
-        by_id, load_sources = codec.by_id, codec.load_sources
+        by_id, load_sources, loads = codec.by_id, codec.load_sources, orjson.loads
         # A first question waits for this: the loops build the graph's dicts directly.
         nodes, succ, pred = graph.nodes, graph.succ, graph.pred
         for key, name, props, pid, sources, vfrom, vto in node_rows:
             prov = by_id[pid]
-            nodes[key] = Node(key, name, prov, props, vfrom, vto, load_sources(sources, prov))
+            nodes[key] = Node(key, name, prov, props if parsed else loads(props), vfrom, vto,
+                              load_sources(sources, prov))
             succ[key] = {}
             pred[key] = {}
         for src, typ, dst, props, pid, sources, vfrom, vto in rel_rows:
@@ -1037,7 +1057,8 @@ class _Graph:
             by_type = succ[src].get(dst)
             if by_type is None:
                 by_type = succ[src][dst] = pred[dst][src] = {}
-            by_type[typ] = Relationship(src, _RELTYPES[typ], dst, prov, props, vfrom, vto, load_sources(sources, prov))
+            by_type[typ] = Relationship(src, _RELTYPES[typ], dst, prov, props if parsed else loads(props), vfrom, vto,
+                                        load_sources(sources, prov))
         return graph
 
     def sources(self) -> tuple[dict[str, set[str]], dict[str, set[RelIdent]]]:
@@ -1115,6 +1136,12 @@ class _Graph:
             for other in pred.pop(key):
                 if other != key:
                     del succ[other][key]
+
+
+def _generation(db: sqlite3.Connection) -> str | None:
+    """The graph's ``GENERATION`` (None before its first write)."""
+    found = db.execute("SELECT value FROM meta WHERE name=?", (GENERATION,)).fetchone()
+    return found[0] if found else None
 
 
 def _new_generation(db: sqlite3.Connection) -> None:

@@ -999,6 +999,9 @@ class Neo4jStore(TraversalMixin):
     def has_nodes(self) -> bool:
         return bool(self._read("MATCH (n:Node {project: $project}) WHERE n.valid_to IS NULL RETURN 1 AS one LIMIT 1"))
 
+    def save_snapshot(self) -> bool:
+        return False  # the server holds the graph: a new process loads nothing
+
     # --- project state --------------------------------------------------------------------------
 
     def get_meta(self, name: str) -> str | None:
