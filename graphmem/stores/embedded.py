@@ -454,8 +454,9 @@ class EmbeddedStore(TraversalMixin):
             return False
 
     def _drop_snapshot(self) -> None:
-        """Delete the snapshot of the graph before a write: it never outlives the data it holds
-        (text that a write redacts or withdraws does not linger on disk)."""
+        """Delete the snapshot of the graph (each write does, before its work and after its
+        commit): it never outlives the data it holds (text that a write redacts or withdraws does
+        not linger on disk)."""
         self._snapshot_at = None
         try:
             self._snapshot_path.unlink(missing_ok=True)
