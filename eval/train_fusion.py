@@ -1,6 +1,6 @@
 """Train the learned fusion (``graphmem/retrieval/learned.py``) on development sets only.
 
-``python -m eval.train_fusion [--out graphmem/retrieval/models/fusion-v8.json] [--trees walk] [--cv]``
+``python -m eval.train_fusion [--out graphmem/retrieval/models/fusion-v9.json] [--trees walk] [--cv]``
 
 Development sets: the real-code repositories of the ``dev`` split (``eval/realcode``, built and
 ingested first with ``python -m eval.realcode build`` / ``run``), a synthetic organisation with
@@ -37,7 +37,7 @@ from graphmem.model import key_contains
 from graphmem.retrieval.config import preset
 from graphmem.retrieval.learned import PATHS, FusionModel, LinearRanker, TreeRanker, feature_names, matrix
 
-OUT = Path(__file__).resolve().parents[1] / "graphmem" / "retrieval" / "models" / "fusion-v8.json"
+OUT = Path(__file__).resolve().parents[1] / "graphmem" / "retrieval" / "models" / "fusion-v9.json"
 SCALE_FLOOR = 0.1
 L2 = 0.3  # chosen by --cv (see the README: the held-out repositories ranked best at this penalty)
 SYNTHETIC_SEED, SYNTHETIC_SIZE, SYNTHETIC_NOW = 1, "default", "2026-06-01"

@@ -271,6 +271,11 @@ def parse_day(value: str | None, what: str = "the date") -> datetime | None:
     return day if day.tzinfo else day.replace(tzinfo=timezone.utc)
 
 
+# The ``symbol_kind`` values of symbol nodes that are types, and of those that are callables.
+CLASS_KINDS = frozenset({"class", "interface", "struct", "enum", "trait", "type"})
+FUNCTION_KINDS = frozenset({"function", "method"})
+
+
 def kind_of(key: str) -> NodeKind:
     """The node kind a key names, from its prefix."""
     prefix, sep, rest = key.partition(":")

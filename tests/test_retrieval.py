@@ -189,6 +189,11 @@ def test_question_reading_finds_answer_kind_relations_and_ids() -> None:
     assert not parse_question("Which functions call evolve?", REF).asks_type
     # a project's name of three words stands between "which" and "type"
     assert parse_question("Which Apache Commons CLI type has handleOption?", REF).asks_type
+    # the answer is a function or a method: not the type around it
+    assert parse_question("Which method cancels a timeout scheduled with setTimeout?", REF).asks_callable
+    assert parse_question("what helper function parses the header?", REF).asks_callable
+    assert not parse_question("Which class has the evolve method?", REF).asks_callable  # a type, holding a method
+    assert not parse_question("Where are the left-over arguments kept?", REF).asks_callable
     # "which sessions" asks for agent sessions, joined to what they touched, in a project that holds
     # some; elsewhere the question is about the code ("which session class ..." asks for code).
     text = "Which agent sessions touched InvoiceHandler.post?"

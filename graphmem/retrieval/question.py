@@ -177,6 +177,8 @@ _TWO_CALLS = re.compile(r"\bindirect(?:ly)?\b|\b(?:two|2) (?:calls|hops|steps|le
                         re.IGNORECASE)
 _ASKS_TYPE = re.compile(r"\b(which|what)\s+(\w+\s+){0,3}(class|classes|type|types|struct|structs|interface|interfaces)\b"
                         r"|\bof which (class|type|struct|interface)\b", re.IGNORECASE)
+_ASKS_CALLABLE = re.compile(r"\b(which|what)\s+(\w+\s+){0,3}(method|methods|function|functions|func|funcs|"
+                            r"constructor|constructors|routine|routines)\b", re.IGNORECASE)
 # The asker's own call ("which type do I need an instance of to call `setData`?", "how do we invoke
 # X?"): the question is about using X, not about the code that calls it.
 _ASKER_CALLS = re.compile(r"\b(?:do|does|did|should|must|can|could|would|will|shall)\s+(?:I|we|you)\s+"
@@ -245,6 +247,9 @@ class Question:
     # "which class has the evolve method", "what type defines Format": the answer is a type, so a
     # method found stands for the type that holds it.
     asks_type: bool = False
+    # "which method cancels a timeout", "what function parses dates": the answer is a function or a
+    # method, not the type around it.
+    asks_callable: bool = False
     # "which decision is in force for X", "the current decision on Y": a superseded decision is no
     # answer (as of the question's reference time, if it names one).
     asks_in_force: bool = False
@@ -296,7 +301,7 @@ class Question:
                 "kind_mentions": [k.value for k in self.kind_mentions], "latest_change": self.latest_change,
                 "asks_change": self.asks_change, "asks_removal": self.asks_removal,
                 "asks_creation": self.asks_creation,
-                "asks_type": self.asks_type, "asks_in_force": self.asks_in_force,
+                "asks_type": self.asks_type, "asks_callable": self.asks_callable, "asks_in_force": self.asks_in_force,
                 "asks_other_thing": self.asks_other_thing,
                 "step": [self.step[0].value, self.step[1]] if self.step else None,
                 "adrs": list(self.adr_numbers), "incidents": list(self.incident_numbers),
@@ -569,6 +574,7 @@ def parse_question(text: str, now: datetime | None = None, *, sessions: bool = F
         q.answer_kinds = (NodeKind.PERSON,)
     q.latest_change = bool(_LATEST_CHANGE.search(text))
     q.asks_type = bool(_ASKS_TYPE.search(text))
+    q.asks_callable = not q.asks_type and bool(_ASKS_CALLABLE.search(text))
     q.asks_in_force = NodeKind.DECISION in q.answer_kinds and bool(_IN_FORCE.search(text))
     if m := _RELATIVE_STEP.search(text):
         verb = m.group(3).lower()
