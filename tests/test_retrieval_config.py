@@ -4,6 +4,7 @@ model and floor."""
 from __future__ import annotations
 
 import json
+from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +21,7 @@ from graphmem.retrieval.config import (
     load_recipe,
     preset,
 )
+from graphmem.retrieval.engine import Candidates
 from graphmem.retrieval.learned import (
     CandidateSignals,
     FusionModel,
@@ -33,6 +35,7 @@ from graphmem.retrieval.learned import (
     outside_scope_last,
     spread_over_files,
 )
+from graphmem.retrieval.question import parse_question
 
 
 @pytest.mark.parametrize("make", [
@@ -127,7 +130,6 @@ def test_an_open_questions_hits_spread_over_files() -> None:
 def test_code_in_a_package_the_question_excludes_comes_last() -> None:
     from graphmem.retrieval.graph import excluded_packages
     from graphmem.retrieval.graph.linking import Link, LinkReason
-    from graphmem.retrieval.question import parse_question
 
     named = "sym:cli/Option.java::Option.getSince"
     order = [named, "sym:cli/Options.java::Options.addOption", "commit:" + "a" * 40,
@@ -151,7 +153,6 @@ def test_code_in_a_package_the_question_excludes_comes_last() -> None:
 def test_code_outside_the_package_a_question_names_comes_last(tmp_path: Path) -> None:
     from graphmem.model import Node, Provenance
     from graphmem.retrieval.graph import GraphRetriever, scope_paths
-    from graphmem.retrieval.question import parse_question
     from graphmem.stores.embedded import EmbeddedStore
 
     assert parse_question("Which functions in the assertion module call fail?").inside == ("assertion",)
@@ -253,11 +254,6 @@ def test_a_lists_first_place_counts_by_how_clearly_it_leads() -> None:
 
 def test_a_callable_asked_for_is_a_feature() -> None:
     """"Which method ..." marks methods and functions as what it asks for and types as not."""
-    from datetime import datetime, timezone
-
-    from graphmem.retrieval.engine import Candidates
-    from graphmem.retrieval.question import parse_question
-
     names = feature_names()
     cls, method, other = ("sym:src/cli/CommandLine.java::CommandLine", "sym:src/cli/CommandLine.java::CommandLine.getArgList",
                           "commit:" + "c" * 40)
