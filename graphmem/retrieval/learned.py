@@ -92,58 +92,9 @@ def feature_names() -> list[str]:
     return names
 
 
-def features(q: QuestionSignals, c: CandidateSignals) -> list[float]:
-    """The feature vector of one candidate (order of ``feature_names``)."""
-    out: list[float] = []
-    for lst in LISTS:
-        rank = c.ranks.get(lst)
-        out += [1.0 / rank if rank else 0.0, 1.0 if rank else 0.0, c.scores.get(lst, 0.0),
-                1.0 if rank == 1 else 0.0]
-    graph_rr = 1.0 / c.ranks["graph"] if c.ranks.get("graph") else 0.0
-    bm25_rr = 1.0 / c.ranks["bm25"] if c.ranks.get("bm25") else 0.0
-    vector_rr = 1.0 / c.ranks["vector"] if c.ranks.get("vector") else 0.0
-    asked_rel = bool(c.path_relations & q.relations)
-    out += [len(c.ranks) / len(LISTS), float(c.kind_match), float(q.asks_kind), float(c.named), float(c.linked),
-            float(c.subject), min(c.path_length, 4) / 4.0 if c.path_length is not None else 0.0, float(asked_rel),
-            float(q.anchored), float(q.layer), min(q.named, 3) / 3.0, float(q.directed),
-            graph_rr * q.anchored, graph_rr * q.layer, graph_rr * q.directed, graph_rr * c.kind_match,
-            bm25_rr * q.anchored, vector_rr * q.anchored, graph_rr * bool(q.relations),
-            float(c.last_relation in q.main_relations), float(c.last_directed), float(c.linked and c.kind_match),
-            float(c.linked and q.directed), float(c.named and c.kind_match)]
-    # Over the entity layer the graph list already holds the best lexical passages (they seed the
-    # walk), so its order below the first place may carry more than a reciprocal rank says; and a
-    # passage reached through another one, as the entity it is about, is a multi-hop question's next hop.
-    graph_top5 = float(bool(c.ranks.get("graph")) and c.ranks["graph"] <= 5)
-    out += [graph_top5, graph_top5 * q.layer, c.scores.get("graph", 0.0) * q.layer,
-            max(bm25_rr, vector_rr) * q.layer, float(c.bridged), graph_rr * c.bridged]
-    return out
-
-
-def key_features(q: QuestionSignals, c: CandidateSignals, key: str) -> list[float]:
-    """Features of the candidate's kind and place: its kind, whether the question names it without
-    asking for a relationship (then it is the answer: "where is X defined"), whether it is test code."""
-    kind = kind_of(key)
-    return [1.0 if kind is k else 0.0 for k in KIND_FEATURES] + [
-        float(c.named and not q.relations and not q.directed), float(is_test_path(path_of_key(key) or ""))]
-
-
 def _describes(q: QuestionSignals) -> float:
     """How much the question describes (its plain-word length, saturating) when it asks for no relationship."""
     return min(q.words, WORDS_CAP) / WORDS_CAP * (not q.relations and not q.directed)
-
-
-def agreement_features(q: QuestionSignals, c: CandidateSignals) -> list[float]:
-    """How high both text lists place the candidate, and how much the question describes.
-
-    Both text lists ranking a candidate high is evidence no single list gives. A long question
-    that names a node and asks for no relationship mostly describes something else (the named node
-    is its context: "what code tests whether this Option has a long name"), where a short one asks
-    for the node itself."""
-    text_agree = min(1.0 / c.ranks["bm25"] if c.ranks.get("bm25") else 0.0,
-                     1.0 / c.ranks["vector"] if c.ranks.get("vector") else 0.0)
-    describes = _describes(q)
-    graph_rr = 1.0 / c.ranks["graph"] if c.ranks.get("graph") else 0.0
-    return [text_agree, text_agree * q.anchored, describes, float(c.named) * describes, graph_rr * describes]
 
 
 def list_margins(cands: Mapping[str, CandidateSignals]) -> dict[str, float]:
@@ -161,30 +112,78 @@ def list_margins(cands: Mapping[str, CandidateSignals]) -> dict[str, float]:
     return {lst: min(max(1.0 - second[lst] / first[lst], 0.0), 1.0) if first[lst] > 0 else 1.0 for lst in LISTS}
 
 
-def margin_features(q: QuestionSignals, c: CandidateSignals, margins: Mapping[str, float]) -> list[float]:
-    """A list's first place, weighted by how clearly the list put it first, alone and for questions
-    that describe rather than relate: a text list whose best match stands well clear of the rest is
-    seldom wrong about a described behaviour, one whose first few tie says little."""
-    describes = _describes(q)
-    out: list[float] = []
-    for lst in LISTS:
-        top = float(c.ranks.get(lst) == 1) * margins[lst]
-        out += [top, top * describes]
-    return out
-
-
-def shape_features(c: CandidateSignals) -> list[float]:
-    """Whether a symbol is a callable when the question asks for one ("which method cancels a
-    timeout?"): a type ranked high for words one of its methods holds is not the answer then."""
-    return [float(c.shape > 0), float(c.shape < 0)]
+_KIND_COLUMN = {kind: i for i, kind in enumerate(KIND_FEATURES)}
+_WIDTH = len(feature_names())
 
 
 def matrix(q: QuestionSignals, keys: Sequence[str], cands: Mapping[str, CandidateSignals]) -> np.ndarray:
-    """Feature rows of ``keys`` (float32)."""
+    """Feature rows of ``keys`` (float32, the columns of ``feature_names``).
+
+    Per candidate: each list's reciprocal rank, presence, normalised score and first place; how
+    many lists agree; whether its kind is the one asked for; whether and why the question names it
+    (named without a relationship asked, it is the answer: "where is X defined"); the graph path's
+    length and relationship types; its kind and whether it is test code. Both text lists ranking
+    a candidate high is evidence no single list gives. A long question that names a node and asks
+    for no relationship mostly describes something else (the named node is its context: "what
+    code tests whether this Option has a long name"), where a short one asks for the node itself.
+    A list's first place counts more when it stands clear of the second (see ``list_margins``):
+    a text list whose best match stands well clear is seldom wrong about a described behaviour,
+    one whose first few tie says little. Over the entity layer the graph list already holds the
+    best lexical passages (they seed the walk), so its order below the first place may carry more
+    than a reciprocal rank says; and a passage reached through another one, as the entity it is
+    about, is a multi-hop question's next hop. When the question asks for a callable ("which
+    method cancels a timeout?"), a type ranked high for words one of its methods holds is not the
+    answer. The candidates are read once into arrays; the columns are computed on those."""
+    n = len(keys)
+    rank = np.zeros((n, len(LISTS)))
+    score = np.zeros((n, len(LISTS)))
+    # Per candidate: kind_match, named, linked, subject, path_len, path_asked_rel, last_main_rel,
+    # last_directed, bridged, callable_match, callable_mismatch, lists agreeing, in_tests.
+    own = np.zeros((n, 13))
+    kinds = np.zeros((n, len(KIND_FEATURES)))
+    for i, key in enumerate(keys):
+        c = cands[key]
+        for j, lst in enumerate(LISTS):
+            r = c.ranks.get(lst)
+            if r:
+                rank[i, j] = r
+            score[i, j] = c.scores.get(lst, 0.0)
+        own[i] = (c.kind_match, c.named, c.linked, c.subject,
+                  min(c.path_length, 4) / 4.0 if c.path_length is not None else 0.0,
+                  bool(c.path_relations & q.relations), c.last_relation in q.main_relations, c.last_directed,
+                  c.bridged, c.shape > 0, c.shape < 0, len(c.ranks), is_test_path(path_of_key(key) or ""))
+        column = _KIND_COLUMN.get(kind_of(key))
+        if column is not None:
+            kinds[i, column] = 1.0
+    present = rank > 0
+    rr = np.divide(1.0, rank, out=np.zeros_like(rank), where=present)
+    top1 = (rank == 1).astype(np.float64)
+    bm25_rr, vector_rr, graph_rr = rr[:, 0], rr[:, 1], rr[:, 2]
+    (kind_match, named, linked, subject, path_len, asked_rel, last_main, last_directed, bridged,
+     callable_match, callable_mismatch, agree, in_tests) = own.T
+    anchored, layer, directed = float(q.anchored), float(q.layer), float(q.directed)
+    describes = _describes(q)
+    graph_top5 = (present[:, 2] & (rank[:, 2] <= 5)).astype(np.float64)
     margins = list_margins(cands)
-    rows = [features(q, cands[key]) + key_features(q, cands[key], key) + agreement_features(q, cands[key])
-            + margin_features(q, cands[key], margins) + shape_features(cands[key]) for key in keys]
-    return np.asarray(rows, dtype=np.float32).reshape(len(keys), len(feature_names()))
+    margin_top = top1 * np.asarray([margins[lst] for lst in LISTS])
+    ones = np.ones(n)
+    columns = [
+        *(col for j in range(len(LISTS)) for col in (rr[:, j], present[:, j], score[:, j], top1[:, j])),
+        agree / len(LISTS), kind_match, ones * q.asks_kind, named, linked, subject, path_len, asked_rel,
+        ones * anchored, ones * layer, ones * (min(q.named, 3) / 3.0), ones * directed,
+        graph_rr * anchored, graph_rr * layer, graph_rr * directed, graph_rr * kind_match,
+        bm25_rr * anchored, vector_rr * anchored, graph_rr * bool(q.relations),
+        last_main, last_directed, linked * kind_match, linked * directed, named * kind_match,
+        graph_top5, graph_top5 * layer, score[:, 2] * layer, np.maximum(bm25_rr, vector_rr) * layer, bridged,
+        graph_rr * bridged,
+        *kinds.T,
+        named * float(not q.relations and not q.directed), in_tests,
+        np.minimum(bm25_rr, vector_rr), np.minimum(bm25_rr, vector_rr) * anchored, ones * describes,
+        named * describes, graph_rr * describes,
+        *(col for j in range(len(LISTS)) for col in (margin_top[:, j], margin_top[:, j] * describes)),
+        callable_match, callable_mismatch,
+    ]
+    return np.stack(columns, axis=1).astype(np.float32).reshape(n, _WIDTH)
 
 
 @dataclass(frozen=True, slots=True)
