@@ -839,3 +839,14 @@ def test_a_kind_the_project_holds_none_of_is_not_asked_for(tmp_path: Path, embed
         assert "doc:retry.md" in answer.keys
     finally:
         gm.close()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.text("abcd", min_size=1, max_size=3),
+                       st.sampled_from([0.0, 0.25, 1.0]) | st.floats(0.0, 1.0), max_size=60),
+       st.integers(0, 15))
+def test_the_walk_keeps_its_best_nodes_by_score_then_key(scores: dict[str, float], k: int) -> None:
+    # Ties are common (a few repeated scores): the cut at the k-th score must keep them all.
+    from graphmem.retrieval.graph.walk import _best
+
+    assert _best(scores, k) == sorted(scores, key=lambda key: (-scores[key], key))[:k]

@@ -122,10 +122,17 @@ def walk(store: GraphStore, cat: Catalog, q: Question, linked: dict[str, Link], 
                             if link.named and cat.nodes.get(key, (None,))[0] in ORG_KINDS}
     # Extracted entities ("postgresql", "Lothair II") connect the passages and code that mention
     # them; they are answers only to a question that asks for entities.
-    final = {key: s if not answer or cat.nodes.get(key, (None,))[0] in answer else s * config.off_kind_factor
-             for key, s in scores.items() if not (answer and key in result.linked
-                                                   and cat.nodes.get(key, (None,))[0] not in answer)
-             and (cat.nodes.get(key, (None,))[0] is not NodeKind.ENTITY or NodeKind.ENTITY in answer)}
+    kinds = {key: cat.nodes.get(key, _NO_INFO)[0] for key in scores}  # read once: the passes below read them often
+    entities = NodeKind.ENTITY in answer
+    final: dict[str, float] = {}
+    for key, s in scores.items():
+        kind = kinds[key]
+        if answer and kind not in answer:
+            if key in result.linked:
+                continue
+            s *= config.off_kind_factor
+        if kind is not NodeKind.ENTITY or entities:
+            final[key] = s
     for key in result.subjects & set(final):
         final[key] *= config.off_kind_factor
     if config.direct_first and answer and q.directions:
@@ -156,20 +163,20 @@ def walk(store: GraphStore, cat: Catalog, q: Question, linked: dict[str, Link], 
         final = _superseded_last(final, edges, cat, ref_date, config)
     # Nodes of the asked kind come first: the others are scaled below the weakest of them, so
     # the scores still give the order (fusion may read them).
+    for key in final.keys() - kinds.keys():  # commits and authors the special orders above added
+        kinds[key] = cat.nodes.get(key, _NO_INFO)[0]
     if answer:
-        asked = [v for key, v in final.items() if cat.nodes.get(key, (None,))[0] in answer
-                 and key not in result.subjects]
-        others = [v for key, v in final.items() if cat.nodes.get(key, (None,))[0] not in answer
-                  or key in result.subjects]
-        if asked and others and max(others) >= min(asked):
-            scale = config.off_kind_factor * min(asked) / max(others)
-            final = {key: v * scale if (cat.nodes.get(key, (None,))[0] not in answer or key in result.subjects)
-                     else v for key, v in final.items()}
+        off = {key for key in final if kinds[key] not in answer} | (result.subjects & final.keys())
+        asked = [v for key, v in final.items() if key not in off]
+        if asked and off and max(final[key] for key in off) >= (low := min(asked)):
+            scale = config.off_kind_factor * low / max(final[key] for key in off)
+            for key in off:
+                final[key] *= scale
     stepped = any(link.reason is LinkReason.STEPPED for link in result.linked.values())
     if config.role_order and answer and q.main_rel_types and not (stepped or q.asks_removal or q.asks_creation
                                                                    or q.latest_change):
-        final = _role_order(final, sub, edges, q, cat, result, answer, config)
-    top = sorted(final, key=lambda key: (-final[key], key))[:k]
+        final = _role_order(final, kinds, sub, edges, q, cat, result, answer, config)
+    top = _best(final, k)
     # Evidence: the cheapest path from a seed, a relationship costing the inverse of its weight,
     # so paths through what the question asks about win over incidental ones.
     paths = sub.cheapest_paths({key: (0.0 if key in result.linked else 2.0) for key in seeds}, top)
@@ -249,11 +256,6 @@ class _Subgraph:
         steps = list(first_met.values())
         return cls(nodes, index, transitions, cost, pair_id[chosen], [steps[i] for i in chosen.tolist()])
 
-    def step(self, a: int, b: int) -> Step:
-        """The cheapest relationship between nodes ``a`` and ``b``."""
-        lo, hi = min(a, b), max(a, b)
-        return self.pair_steps[int(np.searchsorted(self.pair_ids, lo * max(len(self.keys), 1) + hi))]
-
     def pagerank(self, seeds: dict[str, float], config: WalkConfig) -> dict[str, float]:
         """PageRank over the reached subgraph; each relationship weighs as the question reads it."""
         restart = np.zeros(len(self.keys))
@@ -270,17 +272,24 @@ class _Subgraph:
         if not sources:
             return {}
         dist, pred = cheapest_paths(self.cost, sources)
-        out: dict[str, Path] = {}
+        before = pred.tolist()
+        chains: dict[str, list[int]] = {}  # target -> its path's nodes, from the target back to a seed
         for key in targets:
             t = self.index.get(key)
             if t is None or not np.isfinite(dist[t]):
                 continue
-            nodes, steps = [t], []
-            while pred[nodes[-1]] >= 0:
-                prev = int(pred[nodes[-1]])
-                steps.append(self.step(prev, nodes[-1]))
-                nodes.append(prev)
-            out[key] = Path(tuple(self.keys[i] for i in reversed(nodes)), tuple(reversed(steps)))
+            nodes = chains[key] = [t]
+            while before[nodes[-1]] >= 0:
+                nodes.append(before[nodes[-1]])
+        # Each step is the cheapest relationship between its two nodes: all looked up at once.
+        pairs = np.asarray([(a, b) for nodes in chains.values() for a, b in zip(nodes, nodes[1:])],
+                           dtype=np.int64).reshape(-1, 2)
+        found = np.searchsorted(self.pair_ids, pairs.min(axis=1) * max(len(self.keys), 1) + pairs.max(axis=1))
+        steps = iter([self.pair_steps[i] for i in found.tolist()])
+        out: dict[str, Path] = {}
+        for key, nodes in chains.items():
+            back = [next(steps) for _ in nodes[1:]]
+            out[key] = Path(tuple(self.keys[i] for i in reversed(nodes)), tuple(reversed(back)))
         return out
 
 
@@ -312,8 +321,9 @@ def _direct_answers_first(final: dict[str, float], edges: list[Edge], q: Questio
 _UNANCHORED = (LinkReason.LEXICAL, LinkReason.FACT, LinkReason.SIMILAR_NAME)
 
 
-def _role_order(final: dict[str, float], sub: _Subgraph, edges: list[Edge], q: Question, cat: Catalog,
-                result: GraphResult, answer: set[NodeKind], config: WalkConfig) -> dict[str, float]:
+def _role_order(final: dict[str, float], kinds: dict[str, NodeKind | None], sub: _Subgraph, edges: list[Edge],
+                q: Question, cat: Catalog, result: GraphResult, answer: set[NodeKind],
+                config: WalkConfig) -> dict[str, float]:
     """The answer plays the role the main clause gives it. In "which services depend on a service
     that had an incident" the incident's own service is one step from the incident, and PageRank
     ranks it above its dependents; in "who fixed the incident that hit X" the cause's author
@@ -325,9 +335,8 @@ def _role_order(final: dict[str, float], sub: _Subgraph, edges: list[Edge], q: Q
     anchors = {key: 0.0 for key, link in result.linked.items() if link.reason not in _UNANCHORED}
     if not anchors:
         return final  # nothing named: the walk started from text hits, which have no role
-    ranked = sorted(final, key=lambda key: (-final[key], key))
-    cands = [key for key in ranked if cat.nodes.get(key, (None,))[0] in answer and key not in result.subjects
-             and key not in anchors][:config.role_depth]
+    cands = _best({key: v for key, v in final.items() if kinds[key] in answer and key not in result.subjects
+                   and key not in anchors}, config.role_depth)
     if len(cands) < 2:
         return final
     # The node a relative clause describes ("the incident that hit X") is where the main clause
@@ -504,6 +513,19 @@ def _change_rank(commit: str, cat: Catalog) -> tuple[bool, bool, str, str]:
 
 
 _NO_CHANGE = (False, False, "", "")
+
+
+def _best(scores: dict[str, float], k: int) -> list[str]:
+    """The ``k`` keys of highest score, by descending score, then key. Only the keys scoring at
+    least the ``k``-th highest score are sorted (a walk scores thousands of nodes)."""
+    if len(scores) > 2 * k > 0:
+        values = np.fromiter(scores.values(), dtype=np.float64, count=len(scores))
+        cut = float(np.partition(values, len(values) - k)[len(values) - k])
+        scores = {key: v for key, v in scores.items() if v >= cut}
+    return sorted(scores, key=lambda key: (-scores[key], key))[:k]
+
+
+_NO_INFO = (None,)
 
 
 def _path_to(key: str, parent: dict[str, tuple[str, Step] | None]) -> Path:
