@@ -166,6 +166,7 @@ def matrix(q: QuestionSignals, keys: Sequence[str], cands: Mapping[str, Candidat
     graph_top5 = (present[:, 2] & (rank[:, 2] <= 5)).astype(np.float64)
     margins = list_margins(cands)
     margin_top = top1 * np.asarray([margins[lst] for lst in LISTS])
+    text_agree = np.minimum(bm25_rr, vector_rr)
     ones = np.ones(n)
     columns = [
         *(col for j in range(len(LISTS)) for col in (rr[:, j], present[:, j], score[:, j], top1[:, j])),
@@ -178,7 +179,7 @@ def matrix(q: QuestionSignals, keys: Sequence[str], cands: Mapping[str, Candidat
         graph_rr * bridged,
         *kinds.T,
         named * float(not q.relations and not q.directed), in_tests,
-        np.minimum(bm25_rr, vector_rr), np.minimum(bm25_rr, vector_rr) * anchored, ones * describes,
+        text_agree, text_agree * anchored, ones * describes,
         named * describes, graph_rr * describes,
         *(col for j in range(len(LISTS)) for col in (margin_top[:, j], margin_top[:, j] * describes)),
         callable_match, callable_mismatch,

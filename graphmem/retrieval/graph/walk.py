@@ -168,8 +168,9 @@ def walk(store: GraphStore, cat: Catalog, q: Question, linked: dict[str, Link], 
     if answer:
         off = {key for key in final if kinds[key] not in answer} | (result.subjects & final.keys())
         asked = [v for key, v in final.items() if key not in off]
-        if asked and off and max(final[key] for key in off) >= (low := min(asked)):
-            scale = config.off_kind_factor * low / max(final[key] for key in off)
+        high = max((final[key] for key in off), default=0.0)
+        if asked and off and high >= (low := min(asked)):
+            scale = config.off_kind_factor * low / high
             for key in off:
                 final[key] *= scale
     stepped = any(link.reason is LinkReason.STEPPED for link in result.linked.values())
