@@ -256,12 +256,11 @@ def test_status_reports_the_build_and_a_process_picks_up_the_model_once_built(
         assert gm.status()["reranker"] == {"source": "general", "path": str(general_reranker_dir(built["cache"]))}
 
 
-def test_the_engine_applies_the_general_rerankers_gates(built: dict[str, Any], tmp_path: Path,
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    from graphmem.api import Graphmem
+SKIPPED = "results are in fused order"  # the note of a question the reranker leaves in fused order
 
-    monkeypatch.delenv("GRAPHMEM_RERANKER", raising=False)
-    monkeypatch.setenv("GRAPHMEM_MODEL_CACHE", str(built["cache"]))
+
+def _journal(tmp_path: Path) -> Path:
+    """A small ledger package: two functions and a class with a method, each documented."""
     corpus = tmp_path / "ledger"
     corpus.mkdir()
     (corpus / "entries.py").write_text(textwrap.dedent('''
@@ -281,22 +280,75 @@ def test_the_engine_applies_the_general_rerankers_gates(built: dict[str, Any], t
                 """Book the opposite of an entry."""
                 return -entry
     '''), encoding="utf-8")
+    return corpus
+
+
+def test_the_engine_applies_the_general_rerankers_gates(built: dict[str, Any], tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    from graphmem.api import Graphmem
+
+    monkeypatch.delenv("GRAPHMEM_RERANKER", raising=False)
+    monkeypatch.setenv("GRAPHMEM_MODEL_CACHE", str(built["cache"]))
+    corpus = _journal(tmp_path)
     with Graphmem.open("ledger", home=tmp_path / "home") as gm:
         gm.ingest(corpus, llm=False)
-        skipped = "results are in fused order"
         # A question asking for a relationship keeps the fused order: the order of plain `hybrid`.
         asked = gm.query("Which functions call post_entry?", mode="hybrid-rerank")
-        assert any(skipped in n for n in asked.notes)
+        assert any(SKIPPED in n for n in asked.notes)
         assert asked.keys == gm.query("Which functions call post_entry?", mode="hybrid").keys
         reranker = gm.retriever.reranker
         assert reranker is not None and not reranker.backend  # never loaded for a question it does not reorder
         described = gm.query("Where is the code that books an entry into the ledger?", mode="hybrid-rerank")
-        assert described.results and not any(skipped in n for n in described.notes)
+        assert described.results and not any(SKIPPED in n for n in described.notes)
         assert reranker.backend  # loaded beside the search, then used
         # The type holding a method the question names is the answer: the text alone cannot say so.
         holder = gm.query("Which class has the `reverse_entry` method?", mode="hybrid-rerank", k=3)
-        assert any(skipped in n for n in holder.notes)
+        assert any(SKIPPED in n for n in holder.notes)
         assert holder.keys[:2] == ["sym:entries.py::Journal", "sym:entries.py::Journal.reverse_entry"], holder.keys
+
+
+def test_the_general_reranker_reads_code_ranked_over_the_entity_layer_but_not_prose(
+        built: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from graphmem.api import Graphmem
+    from graphmem.model import NodeKind, kind_of
+    from graphmem.retrieval.config import preset
+
+    monkeypatch.delenv("GRAPHMEM_RERANKER", raising=False)
+    monkeypatch.setenv("GRAPHMEM_MODEL_CACHE", str(built["cache"]))
+    corpus = _journal(tmp_path)
+    # The documentation names technologies: their entities make an entity layer over the project.
+    (corpus / "README.md").write_text("# Ledger\n\nThe ledger keeps its entries in PostgreSQL and publishes each "
+                                      "closed period to Kafka.\n", encoding="utf-8")
+    code = "Where is the code that books an entry into the ledger?"
+    with Graphmem.open("ledger", home=tmp_path / "home") as gm:
+        gm.ingest(corpus, llm=False)
+        cands = gm.retriever.candidates(code, preset("hybrid-rerank"))
+        assert cands.graph is not None and cands.graph.layer  # ranked over the entity layer ...
+        described = gm.query(code, mode="hybrid-rerank")
+        # ... but what it ranks is code, which the general model reads.
+        assert sum(kind_of(k) == NodeKind.SYMBOL for k in described.keys) > len(described.keys) / 2
+        assert not any(SKIPPED in n for n in described.notes), described.notes
+    docs = corpus / "docs"
+    docs.mkdir()
+    for name, text in (("retention", "Closed periods are kept for ten years, then archived."),
+                       ("publishing", "Each closed period is published to Kafka for the reporting service."),
+                       ("storage", "Entries are stored in PostgreSQL, one row per entry, never updated in place."),
+                       ("auditing", "Auditors read the ledger through a read-only replica of PostgreSQL."),
+                       ("currencies", "Every entry carries its currency; periods are summed per currency."),
+                       ("access", "Only the ledger service writes entries; others read the published periods."),
+                       ("reversals", "A reversal books the opposite of an entry: the ledger never deletes one."),
+                       ("closing", "A period closes on the last day of the month.")):
+        (docs / f"{name}.md").write_text(f"# {name.title()}\n\n{text}\n", encoding="utf-8")
+    prose = "How long are closed periods kept, and where are they published?"
+    with Graphmem.open("ledger", home=tmp_path / "home") as gm:
+        gm.ingest(corpus, llm=False)
+        ranked = gm.query(prose, mode="hybrid-rerank")
+        # Mostly the documentation's passages: prose, which the model did not learn from.
+        assert sum(kind_of(k) == NodeKind.DOCUMENT for k in ranked.keys) > len(ranked.keys) / 2, ranked.keys
+        assert any(SKIPPED in n for n in ranked.notes) and ranked.keys == gm.query(prose, mode="hybrid").keys
+        # A recipe that calls a head prose only when all of it is lets the model reorder this one.
+        allowed = preset("hybrid-rerank").with_overrides({"rerank": {"general_prose_share": 1.0}}, name="allowed")
+        assert not any(SKIPPED in n for n in gm.query(prose, mode=allowed).notes)
 
 
 def test_the_model_loads_once_whichever_thread_asks_first(built: dict[str, Any]) -> None:

@@ -15,6 +15,7 @@ from graphmem.retrieval.config import (
     PRESETS,
     FusionConfig,
     LinkConfig,
+    RerankConfig,
     RetrievalConfig,
     WalkConfig,
     load_overrides,
@@ -48,6 +49,7 @@ from graphmem.retrieval.question import parse_question
     lambda: FusionConfig(weights={"bm25": 0.0}),
     lambda: FusionConfig(weights={"sparse": 1.0}),
     lambda: FusionConfig(floor_rank=-1),
+    lambda: RerankConfig(general_prose_share=1.5),
 ])
 def test_settings_are_validated_when_made(make) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(ConfigError):

@@ -220,18 +220,23 @@ class RerankConfig:
     # of the fused-rank prior added to its logit (``CrossEncoderReranker.prior_weight``), the answer
     # kinds it reorders ("any": the question names none), whether it also reorders questions that
     # ask for a relationship ("what calls X", "which release removed X"), where a text-only model
-    # cannot see which candidate plays the asked role, and questions ranked over the passage entity
-    # layer (prose corpora, far from the code and docstrings it learned from). Chosen on development
-    # sets (eval/realcode's dev split, HotpotQA): the model alone, on relational questions or on
-    # passages lost to the fused order.
+    # cannot see which candidate plays the asked role, and questions whose head is prose passages
+    # ranked over the entity layer (far from the code and docstrings it learned from): more than
+    # ``general_prose_share`` of the head documents or extracted entities. A code corpus with
+    # documentation has an entity layer too, and ranks its code over it for a question that names
+    # nothing; that head is code, which the model reads. Chosen on development sets (eval/realcode's
+    # dev split, HotpotQA): the model alone, on relational questions or on passages lost to the
+    # fused order.
     general_prior_weight: float = 4.0
     general_answer_kinds: tuple[str, ...] = ("any", *(k.value for k in NodeKind))
     general_relational: bool = False
     general_passages: bool = False
+    general_prose_share: float = 0.5
 
     def __post_init__(self) -> None:
         _check(self.depth >= 1, "RerankConfig.depth must be >= 1")
         _check(self.general_prior_weight >= 0, "RerankConfig.general_prior_weight must be >= 0")
+        _check(0.0 <= self.general_prose_share <= 1.0, "RerankConfig.general_prose_share must be in [0, 1]")
         object.__setattr__(self, "general_answer_kinds", tuple(self.general_answer_kinds))
 
 

@@ -22,7 +22,7 @@ from graphmem.errors import ModelError
 from graphmem.model import FUNCTION_KINDS, REL_ENDPOINTS, Chunk, Node, NodeKind, RelType, kind_of
 from graphmem.retrieval.config import DEFAULT_MODE, RerankConfig, RetrievalConfig, preset
 from graphmem.retrieval.fusion import reciprocal_rank_fusion, rrf_k
-from graphmem.retrieval.graph import GraphResult, GraphRetriever
+from graphmem.retrieval.graph import UNANCHORING_KINDS, GraphResult, GraphRetriever
 from graphmem.retrieval.indexes import Indexes
 from graphmem.retrieval.learned import (CandidateSignals, QuestionSignals, apply_floor, demote_subjects, load_model,
                                        matrix, outside_scope_last, spread_over_files)
@@ -226,7 +226,8 @@ class Retriever:
                                     "`graphmem reranker build-general`)")
             elif not self.reranker.helps_for([kd.value for kd in question.answer_kinds], spec.rerank,
                                              relational=question.relational or cands.holders,
-                                             passages=bool(cands.graph and cands.graph.layer)):
+                                             passages=bool(cands.graph and cands.graph.layer)
+                                             and _prose_share(keys[:spec.rerank.depth]) > spec.rerank.general_prose_share):
                 # hybrid-rerank reranks only where held-out questions saw it help (the project's model:
                 # per answer kind; the general one: questions that ask for no relationship, over code).
                 answer.notes.append("the reranker is not used for questions like this one (it did not beat the "
@@ -460,6 +461,12 @@ class Retriever:
             if len(chain):
                 out[key] = [chain]
         return out
+
+
+def _prose_share(keys: Sequence[str]) -> float:
+    """The share of ``keys`` that are documents' passages or extracted entities (prose), not code
+    or the organisation's records."""
+    return sum(kind_of(key) in UNANCHORING_KINDS for key in keys) / len(keys) if keys else 0.0
 
 
 def _filter(kinds: set[NodeKind] | None, path_prefix: str | None):  # type: ignore[no-untyped-def]
