@@ -226,8 +226,7 @@ class Retriever:
                                     "`graphmem reranker build-general`)")
             elif not self.reranker.helps_for([kd.value for kd in question.answer_kinds], spec.rerank,
                                              relational=question.relational or cands.holders,
-                                             passages=bool(cands.graph and cands.graph.layer)
-                                             and _prose_share(keys[:spec.rerank.depth]) > spec.rerank.general_prose_share):
+                                             passages=self._prose(cands, keys[:spec.rerank.depth], spec.rerank)):
                 # hybrid-rerank reranks only where held-out questions saw it help (the project's model:
                 # per answer kind; the general one: questions that ask for no relationship, over code).
                 answer.notes.append("the reranker is not used for questions like this one (it did not beat the "
@@ -421,6 +420,14 @@ class Retriever:
         dealt = sorted((by_key[key] for key in order), reverse=True)
         return [(key, float(score)) for key, score in zip(order, dealt)]
 
+    @staticmethod
+    def _prose(cands: Candidates, head: Sequence[str], rules: RerankConfig) -> bool:
+        """Whether the graph list was ranked over the entity layer and more than ``rules``' share of
+        ``head`` are documents' passages or extracted entities (prose), not code or records."""
+        if not (cands.graph and cands.graph.layer and head):
+            return False
+        return sum(kind_of(key) in UNANCHORING_KINDS for key in head) / len(head) > rules.general_prose_share
+
     def _passages(self, keys: list[str], cands: Candidates, nodes: dict[str, Node],
                   chunks: list[Chunk]) -> dict[str, str]:
         """The text that stands for each node: its best-ranked chunk, else its first chunk (of
@@ -461,12 +468,6 @@ class Retriever:
             if len(chain):
                 out[key] = [chain]
         return out
-
-
-def _prose_share(keys: Sequence[str]) -> float:
-    """The share of ``keys`` that are documents' passages or extracted entities (prose), not code
-    or the organisation's records."""
-    return sum(kind_of(key) in UNANCHORING_KINDS for key in keys) / len(keys) if keys else 0.0
 
 
 def _filter(kinds: set[NodeKind] | None, path_prefix: str | None):  # type: ignore[no-untyped-def]

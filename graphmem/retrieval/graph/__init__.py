@@ -348,5 +348,5 @@ def _safe(name: str) -> str:
     return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name)[:120]
 
 
-__all__ = ["UNANCHORING_KINDS", "Catalog", "EntityLayer", "GraphHit", "GraphResult", "GraphRetriever", "Link", "LinkReason",
-           "edge_weights", "node_date"]
+__all__ = ["UNANCHORING_KINDS", "Catalog", "EntityLayer", "GraphHit", "GraphResult", "GraphRetriever", "Link",
+           "LinkReason", "edge_weights", "node_date"]
