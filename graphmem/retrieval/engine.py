@@ -226,7 +226,7 @@ class Retriever:
                                     "`graphmem reranker build-general`)")
             elif not self.reranker.helps_for([kd.value for kd in question.answer_kinds], spec.rerank,
                                              relational=question.relational or cands.holders,
-                                             passages=self._prose(cands, keys[:spec.rerank.depth], spec.rerank)):
+                                             passages=self._prose(cands, keys, spec.rerank)):
                 # hybrid-rerank reranks only where held-out questions saw it help (the project's model:
                 # per answer kind; the general one: questions that ask for no relationship, over code).
                 answer.notes.append("the reranker is not used for questions like this one (it did not beat the "
