@@ -328,7 +328,8 @@ def ingest(ctx: Context, path: Path, llm: bool | None, force: bool, replay: int 
                    f"{report.unchanged} unchanged since the last replayed commit)")
     else:
         click.echo(f"  files: {report.files} ({report.changed} changed, {report.deleted} deleted, "
-                   f"{report.unchanged} unchanged); commits read: {report.commits}")
+                   f"{report.unchanged} unchanged); commits read: {report.commits}"
+                   + (f"; releases (git tags) written: {report.releases}" if report.releases else ""))
     if held is not None:
         click.echo(f"  the graph holds {held.total_nodes} nodes, {held.total_rels} relationships, {held.chunks} chunks")
     click.echo(f"  written by this ingest{' (each replayed commit counted)' if report.replayed else ''}: "

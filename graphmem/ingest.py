@@ -42,6 +42,8 @@ from extractors.incidents import extract_incident, is_incident_report
 from extractors.ownership import ServiceMap, Team, extract_ownership, teams_from_config
 from extractors.policy import SECRET_DIRS, SECRET_FILE_GLOBS, Policy, read_project_config
 from extractors.prose_mentions import prose_mentions
+from extractors.releases import SOURCE_PREFIX as RELEASE_SOURCE
+from extractors.releases import read_releases, releases_to_graph, tag_map
 from extractors.secrets import FINGERPRINT as REDACTION_RULES
 from extractors.secrets import redact
 from extractors.text import Vocabulary
@@ -61,6 +63,9 @@ REMOVAL_GUARD_SHARE = 0.5
 REMOVAL_GUARD_MIN = 10
 # Project metadata: the code facts format its code was last extracted under.
 FACTS_META = "code_facts_version"
+# Project metadata: the tags releases were last read from (JSON: the head, tag -> commit, and the
+# tags whose commit that head's history held).
+RELEASES_META = "releases"
 
 
 @dataclass(slots=True)
@@ -74,6 +79,7 @@ class IngestReport:
     deleted: int = 0
     unchanged: int = 0
     commits: int = 0
+    releases: int = 0  # releases (git tags) written: new, moved, or shipping other commits than before
     redactions: int = 0
     skipped: list[Skipped] = field(default_factory=list)
     written: WriteSummary = field(default_factory=WriteSummary)
@@ -88,6 +94,7 @@ class IngestReport:
         for r in earlier:
             self.written.add(r.written)
             self.commits += r.commits
+            self.releases += r.releases
             self.redactions += r.redactions
             self.seconds += r.seconds
         self.replayed += len(earlier)
@@ -96,6 +103,7 @@ class IngestReport:
         return {
             "project": self.project, "root": self.root, "files": self.files, "changed": self.changed,
             "deleted": self.deleted, "unchanged": self.unchanged, "commits": self.commits,
+            "releases": self.releases,
             "redactions": self.redactions, "head": self.head, "seconds": round(self.seconds, 2),
             "replayed": self.replayed,
             "written": {k: getattr(self.written, k) for k in self.written.__slots__},  # type: ignore[attr-defined]
@@ -467,7 +475,11 @@ def ingest(
             "if the files were really removed, run again with --force.")
     report.unchanged = len(hashes) - len(changed)
     since = store.get_meta("last_commit")
-    if not changed and not deleted and (head is None or since == head) and not store.get_meta(INCOMPLETE):
+    tags = tag_map(root) if head is not None else {}
+    tag_state = orjson.loads(store.get_meta(RELEASES_META) or "{}")
+    tags_stale = _tags_stale(tag_state, tags, head)
+    if not changed and not deleted and (head is None or since == head) and not tags_stale \
+            and not store.get_meta(INCOMPLETE):
         # The verification pass found nothing new: the graph is up to date.
         report.seconds = time.perf_counter() - started
         return report
@@ -555,6 +567,13 @@ def ingest(
                 history = extract_history(root, parse=_symbol_ranges)
             report.commits = sum(1 for n in history.nodes if n.key.startswith("commit:"))
 
+    # --- releases: read again when the tags changed (or a tag's commit joined the history) ---
+    releases, retagged, new_tag_state = Extraction(), [], tag_state
+    if tags_stale or (rewritten and tags):
+        releases, retagged, new_tag_state = _releases(store, root, head, tags, tag_state, history,
+                                                      rewritten=bool(rewritten))
+        report.releases = len(releases.nodes)
+
     # --- documentation that changed: READMEs, guides, runbooks, conventions, linter settings ---
     documentation = Extraction()
     doc_paths = [p for p in sorted(changed) if is_document(p)]
@@ -582,7 +601,7 @@ def ingest(
     prose = prose_mentions(Extraction(nodes=code_part.nodes + history.nodes), vocabulary,
                            service_of=services.service_of)
     batch = (Extraction().extend(ownership).extend(code_part).extend(docs).extend(documentation)
-             .extend(history).extend(prose))
+             .extend(history).extend(releases).extend(prose))
     batch.rels += dependencies
     report.redactions += redact_extraction(batch)  # code was redacted when parsed: these are the rest
     # Facts start when the history says they began to hold, not at this ingest.
@@ -596,6 +615,8 @@ def ingest(
             if previous else {now_iso(): withdrawn}
     if stale := _stale_service_sources(store, services):
         closings.setdefault(now_iso(), []).extend(stale)
+    if retagged:  # what a rewritten, moved or deleted release said before and does not say again
+        closings.setdefault(now_iso(), []).extend(retagged)
     # Progress in elements written, then in source paths withdrawn (a Neo4j write can take a while).
     upserted = len(batch.nodes) + len(batch.rels) + len(batch.chunks)
     total = upserted + sum(len(paths) for paths in closings.values())
@@ -618,12 +639,45 @@ def ingest(
         store.set_source_states({**{p: hashes[p] for p in changed}, **{p: None for p in deleted}})
         store.set_meta({"last_commit": head, "last_ingested_at": now_iso(), NAMES_STAMP: now_iso(), "root": str(root),
                         INCOMPLETE: None, FACTS_META: str(code.FACTS_VERSION),
+                        RELEASES_META: orjson.dumps(new_tag_state).decode() if new_tag_state else None,
                         "repository": identity or None})
     # One line per skipped path (a broken graphmem.toml is noticed by more than one reader).
     report.skipped = list({item.path: item for item in reversed(report.skipped)}.values())[::-1]
     report.seconds = time.perf_counter() - started
     return report
 
+
+
+def _tags_stale(state: dict, tags: dict[str, str], head: str | None) -> bool:
+    """Whether releases must be read again: the tags changed, or a tag whose commit the history did
+    not hold yet may be in it now (another head)."""
+    if head is None:
+        return False
+    if tags != state.get("tags", {}):
+        return True
+    return bool(set(tags) - set(state.get("shipped", ()))) and head != state.get("head")
+
+
+def _releases(store: GraphStore, root: Path, head: str, tags: dict[str, str], state: dict,
+              history: Extraction, *, rewritten: bool = False) -> tuple[Extraction, list[str], dict]:
+    """The release facts to write, the release sources to withdraw (what they do not say again),
+    and the new tag state. Releases are written again from the oldest one that is new, moved or
+    newly in the history on (a tag made for old commits takes them from later releases); all of
+    them when a release was deleted, moved or left the history, or the history was rewritten."""
+    facts = read_releases(root, rev=head)
+    before, shipped_before = state.get("tags", {}), set(state.get("shipped", ()))
+    shipped = {r.tag for r in facts}
+    gone = sorted(tag for tag in shipped_before if tag not in shipped or tags.get(tag) != before.get(tag))
+    fresh = [i for i, r in enumerate(facts) if r.tag not in shipped_before or before.get(r.tag) != r.sha]
+    start = 0 if gone or rewritten else (fresh[0] if fresh else len(facts))
+    write = facts[start:]
+    known: set[str] | None = None
+    if write:
+        known = {n.key for n in store.iter_nodes([NodeKind.COMMIT])}
+        known |= {n.key for n in history.nodes if n.kind is NodeKind.COMMIT}
+    part = releases_to_graph(write, known_commits=known)
+    retagged = [RELEASE_SOURCE + tag for tag in gone] + [RELEASE_SOURCE + r.tag for r in write if r.tag in shipped_before]
+    return part, retagged, {"head": head, "tags": tags, "shipped": sorted(shipped)}
 
 
 def _uncommitted(root: Path, head: str | None) -> set[str]:

@@ -45,6 +45,7 @@ class NodeKind(str, Enum):
     ENTITY = "entity"
     MEMORY = "memory"  # what an agent or a person told graphmem (a fact, convention, lesson...)
     SESSION = "session"  # a coding agent's session, captured from its transcript (graphmem.sessions)
+    RELEASE = "release"  # a git tag: the commits it released for the first time point at it
 
     @property
     def label(self) -> str:
@@ -100,6 +101,7 @@ class RelType(str, Enum):
     IMPLEMENTS = "IMPLEMENTS"  # file / symbol / commit -> decision it carries out
     RELATED_TO = "RELATED_TO"  # entity -> entity (extracted relations; predicate in props)
     TOUCHED = "TOUCHED"  # session -> file, symbol, commit, decision... it read, edited, made or named (``how``)
+    RELEASED_IN = "RELEASED_IN"  # commit -> the first release (git tag) that contains it
 
 
 REL_ENDPOINTS: dict[RelType, tuple[frozenset[NodeKind], frozenset[NodeKind]]] = {
@@ -125,6 +127,7 @@ REL_ENDPOINTS: dict[RelType, tuple[frozenset[NodeKind], frozenset[NodeKind]]] = 
     RelType.IMPLEMENTS: (_CODE | {NodeKind.COMMIT, NodeKind.SERVICE}, frozenset({NodeKind.DECISION})),
     RelType.RELATED_TO: (_ANY, _ANY),
     RelType.TOUCHED: (frozenset({NodeKind.SESSION}), _ANY),
+    RelType.RELEASED_IN: (frozenset({NodeKind.COMMIT}), frozenset({NodeKind.RELEASE})),
 }
 
 # Property names the stores manage themselves; extractors may not set them through ``props``.
@@ -254,6 +257,14 @@ def ticket_key(ident: str) -> str:
 
 def doc_key(path_or_id: str) -> str:
     return "doc:" + path_or_id.strip()
+
+
+def release_key(tag: str) -> str:
+    """``release:<tag name>``, the tag as git names it (``v2.1.0``, ``release/1.4``)."""
+    tag = tag.strip()
+    if not tag:
+        raise ModelError("a release key needs a tag name")
+    return "release:" + tag
 
 
 def entity_key(entity_type: str, name: str) -> str:
@@ -557,6 +568,7 @@ __all__ = [
     "normalise_name",
     "now_iso",
     "person_key",
+    "release_key",
     "project_from_path",
     "service_key",
     "symbol_key",

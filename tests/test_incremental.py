@@ -32,6 +32,7 @@ def step_add(repo: Path) -> None:
     write(repo, "docs/adr/0001-use-a-ledger.md", "# 1. Use a ledger\n\n## Status\n\nAccepted\n\n## Context\n\n"
                                                "billing calls ledger through `append`.\n\n## Decision\n\nYes.\n")
     commit(repo, "Start billing and ledger (ADR-1)")
+    git(repo, "tag", "v1.0")
 
 
 def step_edit(repo: Path) -> None:
@@ -39,6 +40,7 @@ def step_edit(repo: Path) -> None:
                                        '    """Create an invoice."""\n    return append(amount)\n\n\n'
                                        'def total():\n    return balance()\n')
     commit(repo, "Replace cancel with total")
+    git(repo, "tag", "-a", "v1.1", "-m", "Totals instead of cancelling")
 
 
 def step_rename(repo: Path) -> None:
@@ -49,6 +51,7 @@ def step_rename(repo: Path) -> None:
 def step_delete(repo: Path) -> None:
     write(repo, "ledger/audit.py", "def audit():\n    return 1\n")
     commit(repo, "Add audit")
+    git(repo, "tag", "v1.2-rc1")  # on a commit the rebase below takes out of the history
     (repo / "ledger" / "audit.py").unlink()
     commit(repo, "Remove audit again")
 
@@ -92,6 +95,9 @@ def test_step_by_step_equals_clean(backend: str, request: pytest.FixtureRequest,
         assert want[part] - got[part] == set(), f"{part} only in the clean graph"
     assert "sym:billing/invoicing.py::total" in got["nodes"]
     assert "sym:billing/invoices.py::cancel" not in got["nodes"]
+    # Releases: the tags of the history; a tag whose commit the rebase took out ships nothing.
+    assert {k for k in got["nodes"] if k.startswith("release:")} == {"release:v1.0", "release:v1.1"}
+    assert sum(1 for r in got["rels"] if r[1] == "RELEASED_IN") == 2
 
 
 @pytest.mark.parametrize("backend", ["embedded", "neo4j"])

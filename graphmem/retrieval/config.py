@@ -96,7 +96,7 @@ BASE_WEIGHTS: Mapping[str, float] = _frozen_map({
     RelType.FIXES.value: 1.0, RelType.SUPERSEDES.value: 1.0, RelType.DECIDED.value: 0.6,
     RelType.MENTIONS.value: 0.4, RelType.AFFECTED.value: 1.0, RelType.CAUSED_BY.value: 1.0,
     RelType.RESOLVED_BY.value: 1.0, RelType.IMPLEMENTS.value: 1.0, RelType.RELATED_TO.value: 0.7,
-    RelType.TOUCHED.value: 0.8,
+    RelType.TOUCHED.value: 0.8, RelType.RELEASED_IN.value: 0.8,
 })
 
 

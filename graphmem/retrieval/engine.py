@@ -299,11 +299,11 @@ class Retriever:
         built = checked.result() if checked is not None else None
         sessions = built is not None and bool(built.catalog.by_kind.get(NodeKind.SESSION))
         question = parse_question(text, now or self.now or datetime.now(timezone.utc), sessions=sessions)
-        if built is not None and question.answer_kinds and not any(built.catalog.by_kind.get(kind)
-                                                                   for kind in question.answer_kinds):
+        if built is not None and question.answer_kinds:
             # A kind the project holds none of ("when was the law changed" over passages, no
-            # commits) asks for nothing the graph can give: the question is read as asking no kind.
-            question.answer_kinds = ()
+            # commits; "which release" where no tags make releases) asks for nothing the graph can
+            # give: the question is read as asking the others, or no kind.
+            question.answer_kinds = tuple(kind for kind in question.answer_kinds if built.catalog.by_kind.get(kind))
         if built is not None and built.catalog.rel_types is not None:
             # Likewise a relationship it holds none of ("what caused …" over code without incidents,
             # "which code depends on X" where dependencies join services only) leads nowhere.

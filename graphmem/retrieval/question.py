@@ -23,7 +23,10 @@ _ANSWER_PATTERNS: list[tuple[re.Pattern[str], tuple[NodeKind, ...]]] = [
     (re.compile(r"\b(which|what|list|show|find|name)\b[^?.]{0,25}?\b(services?|systems?)\b(?!-)", re.IGNORECASE),
      (NodeKind.SERVICE,)),
     (re.compile(r"\b(which|what|list|show|find|name)\b[^?.]{0,25}?"
-                r"\b(commits?|changes?|change ?sets?|releases?|versions?)\b(?!-)", re.IGNORECASE), (NodeKind.COMMIT,)),
+                r"\b(commits?|changes?|change ?sets?)\b(?!-)", re.IGNORECASE), (NodeKind.COMMIT,)),
+    # A release is a tag where the repository has them, else the commit that made it.
+    (re.compile(r"\b(which|what|list|show|find|name)\b[^?.]{0,25}?\b(releases?|versions?|tags?)\b(?!-)",
+                re.IGNORECASE), (NodeKind.RELEASE, NodeKind.COMMIT)),
     # "when was X added", "when did X go away", "when did X last change": the change that did it. A
     # dot inside a name ("Builder.setHelpAppendable()") ends no sentence.
     (re.compile(r"\bwhen\b(?:[^?.]|\.(?=\w)){0,60}?\b(added|introduced|removed|deleted|renamed|changed|modified|"
@@ -66,7 +69,7 @@ _REL_WORDS: list[tuple[re.Pattern[str], tuple[RelType, ...]]] = [
                 r"(?<!\bmy )(?<!\byour )\bown\b|\bresponsible\b|\bmaintain", re.IGNORECASE), (RelType.OWNS,)),
     (re.compile(r"\bmembers?\b|\bworks? (on|in)\b|\bteam\b", re.IGNORECASE), (RelType.MEMBER_OF,)),
     (re.compile(r"\b(?:" + "|".join(sorted(_EDIT_WORDS)) + r")\b", re.IGNORECASE),
-     (RelType.MODIFIED, RelType.CHANGED, RelType.IMPLEMENTS, RelType.REFERENCES)),
+     (RelType.MODIFIED, RelType.CHANGED, RelType.IMPLEMENTS, RelType.REFERENCES, RelType.RELEASED_IN)),
     (re.compile(r"\bwrote\b|\bauthor(s|ed|ing|ship)?\b|\bcommitted\b|\blast changed\b", re.IGNORECASE),
      (RelType.AUTHORED,)),
     (re.compile(r"\bcaus|\btrigger|\bintroduc|\broot cause", re.IGNORECASE), (RelType.CAUSED_BY,)),

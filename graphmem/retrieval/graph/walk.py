@@ -161,6 +161,9 @@ def walk(store: GraphStore, cat: Catalog, q: Question, linked: dict[str, Link], 
         final = _newest_change_first(final, edges, cat, result, answer)
     if q.asks_in_force:
         final = _superseded_last(final, edges, cat, ref_date, config)
+    shipped: dict[str, tuple[str, Step]] = {}
+    if NodeKind.RELEASE in answer:
+        final, shipped = _shipped_in(final, store, as_of, k)
     # Nodes of the asked kind come first: the others are scaled below the weakest of them, so
     # the scores still give the order (fusion may read them).
     for key in final.keys() - kinds.keys():  # commits and authors the special orders above added
@@ -182,7 +185,12 @@ def walk(store: GraphStore, cat: Catalog, q: Question, linked: dict[str, Link], 
     # so paths through what the question asks about win over incidental ones.
     paths = sub.cheapest_paths({key: (0.0 if key in result.linked else 2.0) for key in seeds}, top)
     for key in top:
-        result.hits.append(GraphHit(key, float(final[key]), paths.get(key) or _path_to(key, parent)))
+        path = paths.get(key) or _path_to(key, parent)
+        if key in shipped:  # a release ranked by the commit it shipped: that commit's way, one step on
+            commit, step = shipped[key]
+            way = paths.get(commit) or _path_to(commit, parent)
+            path = Path(way.nodes + (key,), way.steps + (step,))
+        result.hits.append(GraphHit(key, float(final[key]), path))
     return result
 
 
@@ -514,6 +522,24 @@ def _change_rank(commit: str, cat: Catalog) -> tuple[bool, bool, str, str]:
 
 
 _NO_CHANGE = (False, False, "", "")
+
+
+def _shipped_in(final: dict[str, float], store: GraphStore, as_of: str | None,
+                k: int) -> tuple[dict[str, float], dict[str, tuple[str, Step]]]:
+    """A release answers through the commits it shipped first: each of the ``k`` best commits lifts
+    its release to just above itself ("which release removed X": the commit that removed X ranks
+    first, so its release ranks above it). Also returns, for each release lifted, the commit and
+    the step that lifted it (its evidence)."""
+    commits = _best({key: v for key, v in final.items() if key.startswith("commit:")}, k)
+    if not commits:
+        return final, {}
+    out, via = dict(final), {}
+    for edge in store.expand(commits, as_of=as_of):
+        lifted = final[edge.origin] * 1.001
+        if edge.step.type == RelType.RELEASED_IN.value and edge.step.src == edge.origin and lifted > out.get(edge.other, 0.0):
+            out[edge.other] = lifted
+            via[edge.other] = (edge.origin, edge.step)
+    return out, via
 
 
 def _best(scores: dict[str, float], k: int) -> list[str]:
