@@ -24,6 +24,8 @@ _ANSWER_PATTERNS: list[tuple[re.Pattern[str], tuple[NodeKind, ...]]] = [
      (NodeKind.SERVICE,)),
     (re.compile(r"\b(which|what|list|show|find|name)\b[^?.]{0,25}?"
                 r"\b(commits?|changes?|change ?sets?)\b(?!-)", re.IGNORECASE), (NodeKind.COMMIT,)),
+    # "What changed in 2.1?", "what's new since Monday": the changes, and the releases that hold them.
+    (re.compile(r"\b(what)(?:'s| has| have)? (?:changed|new)\b", re.IGNORECASE), (NodeKind.COMMIT, NodeKind.RELEASE)),
     # A release is a tag where the repository has them, else the commit that made it.
     (re.compile(r"\b(which|what|list|show|find|name)\b[^?.]{0,25}?\b(releases?|versions?|tags?)\b(?!-)",
                 re.IGNORECASE), (NodeKind.RELEASE, NodeKind.COMMIT)),
