@@ -96,3 +96,26 @@ def test_a_service_named_beside_a_thing_no_node_kind_is_asked_about_not_the_answ
     q.asks_other_thing = False
     assert GraphRetriever(store).retrieve(q, k=5).hits[0].key == "service:orders"
     assert parse_question("What broke orders?", NOW).rel_types  # a breakage still reads as one
+
+
+def test_a_callers_caller_comes_before_what_merely_lies_next_to_the_named_function(tmp_path) -> None:
+    """``merge`` is called by ``build`` alone, which ``send`` and ``stream`` call; ``merge`` itself
+    calls ``parse``, which many functions call, so PageRank from ``merge`` reaches ``parse`` more
+    than ``build``'s callers. Asked who calls ``merge``, ``build`` answers, then those that reach
+    ``merge`` through it; ``parse`` (a callee, the wrong end) comes after them."""
+    st = EmbeddedStore(tmp_path, "calls")
+    prov = Provenance("client.py", "test")
+    names = ["merge", "build", "send", "stream", "parse", *(f"helper_{i}" for i in range(6))]
+    nodes = [Node(f"sym:client.py::{n}", n, prov) for n in names]
+    calls = [("build", "merge"), ("send", "build"), ("stream", "build"), ("merge", "parse"),
+             *((f"helper_{i}", "parse") for i in range(6))]
+    rels = [Relationship(f"sym:client.py::{a}", RelType.CALLS, f"sym:client.py::{b}", prov) for a, b in calls]
+    st.upsert(nodes, rels, [])
+    try:
+        hits = GraphRetriever(st).retrieve(parse_question("Which functions call merge?", NOW), k=6).hits
+        keys = [h.key.rsplit("::", 1)[1] for h in hits]
+        assert keys[0] == "build"
+        assert set(keys[1:3]) == {"send", "stream"}
+        assert "parse" not in keys[:3]
+    finally:
+        st.close()

@@ -306,24 +306,39 @@ def _direct_answers_first(final: dict[str, float], edges: list[Edge], q: Questio
                           result: GraphResult, answer: set[NodeKind], config: WalkConfig) -> dict[str, float]:
     """"What does X call", "which services depend on auth": the nodes one step of a relationship the
     question directs away from what it names (or, for a two-step question, from the nodes it steps
-    through), at the end it asks for, answer it; the rest of what the walk reached (the file that
-    holds X, X's callers, its class) is scaled below the weakest of them. PageRank alone lets a
-    well-connected neighbour outrank them."""
+    through), at the end it asks for, answer it; next come the nodes one more such step on (X's
+    callers' callers: they reach X through another), then the rest of what the walk reached (the
+    file that holds X, what X itself calls, its class), each group scaled below the weakest of the
+    one before. PageRank alone lets a well-connected neighbour outrank them."""
     directions = {t.value: end for t, end in q.directions.items()}
+
+    def along(starts: set[str]) -> set[str]:
+        return {e.other for e in edges if e.origin in starts and e.step.type in directions
+                and (e.step.src if directions[e.step.type] == "src" else e.step.dst) == e.other
+                and e.other in final and e.other not in result.subjects
+                and cat.nodes.get(e.other, (None,))[0] in answer}
+
     origins = {key for key, link in result.linked.items()
                if link.reason is LinkReason.STEPPED or (link.named and not q.step)}
-    direct = {e.other for e in edges if e.origin in origins and e.step.type in directions
-              and (e.step.src if directions[e.step.type] == "src" else e.step.dst) == e.other
-              and e.other in final and e.other not in result.subjects
-              and cat.nodes.get(e.other, (None,))[0] in answer}
-    rest = [v for key, v in final.items() if key not in direct]
-    if not direct or not rest:
-        return final
-    low, high = min(final[key] for key in direct), max(rest)
-    if high < low:
-        return final
-    scale = config.off_kind_factor * low / high
-    return {key: v if key in direct else v * scale for key, v in final.items()}
+    direct = along(origins)
+    return _tiers_first(final, [direct, along(direct) - origins], config.off_kind_factor)
+
+
+def _tiers_first(final: dict[str, float], tiers: list[set[str]], factor: float) -> dict[str, float]:
+    """``final`` with each tier's keys above everything not in it or an earlier tier: what follows
+    a tier is scaled (by ``factor``) below its weakest key, unless it is below it already."""
+    out, placed = final, set()
+    for tier in tiers:
+        tier = {key for key in tier if key in out} - placed
+        placed |= tier
+        rest = [v for key, v in out.items() if key not in placed]
+        if not tier or not rest:
+            continue
+        low, high = min(out[key] for key in tier), max(rest)
+        if high >= low:
+            scale = factor * low / high
+            out = {key: v if key in placed else v * scale for key, v in out.items()}
+    return out
 
 
 # Links too loose to give the answer a role: a path from these says nothing of it.
@@ -337,7 +352,8 @@ def _role_order(final: dict[str, float], kinds: dict[str, NodeKind | None], sub:
     that had an incident" the incident's own service is one step from the incident, and PageRank
     ranks it above its dependents; in "who fixed the incident that hit X" the cause's author
     ranks beside the fix's. Among the first ``role_depth`` candidates of the asked kind, those that
-    play the role come first, then those whose cheapest path from what the question names crosses
+    play the role come first, then those that play it one step further (a caller's caller), then
+    those whose cheapest path from what the question names crosses
     no other node of its start's kind (nor, where no directed relationship places the answer, of
     the asked kind); PageRank orders each group. Their scores are dealt out again in the new order,
     so the score stays the order."""
@@ -380,11 +396,16 @@ def _role_order(final: dict[str, float], kinds: dict[str, NodeKind | None], sub:
                for e in edges if e.step.type in asked and (e.step.src in near or e.step.dst in near)
                for t in asked[e.step.type]
                if (e.step.dst if directions[t] == "src" else e.step.src) in near}
+    # One more step of the same relationship, as asked: X's callers' callers reach X through
+    # another; they come before what merely lies next to X (its class, what X itself calls).
+    relays = {(e.step.src if directions[t] == "src" else e.step.dst)
+              for e in edges if e.step.type in asked for t in asked[e.step.type]
+              if (e.step.dst if directions[t] == "src" else e.step.src) in players} - players
 
-    def tier(key: str) -> tuple[int, int]:
+    def tier(key: str) -> tuple[int, int, int]:
         path = paths.get(key)
         if path is None or not path.steps:
-            return (0, 0)
+            return (0, 0, 0)
         if directed_main:
             # "Which services depend on the service that had INC-7": the answer is at the asked end
             # of that relationship, whose other end the question names or describes.
@@ -409,7 +430,7 @@ def _role_order(final: dict[str, float], kinds: dict[str, NodeKind | None], sub:
         start = cat.nodes.get(path.nodes[0], (None,))[0]
         crossed = {start} if directed_main else {start, *answer}
         own = not any(cat.nodes.get(node, (None,))[0] in crossed for node in path.nodes[1:-1])
-        return (int(plays), int(own))
+        return (int(plays), int(key in relays), int(own))
 
     order = sorted(cands, key=lambda key: tier(key), reverse=True)  # stable: PageRank within a tier
     values = sorted((final[key] for key in cands), reverse=True)
