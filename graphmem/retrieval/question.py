@@ -27,7 +27,7 @@ _ANSWER_PATTERNS: list[tuple[re.Pattern[str], tuple[NodeKind, ...]]] = [
     # "What changed in 2.1?", "what's new since Monday": the changes, and the releases that hold them.
     (re.compile(r"\b(what)(?:'s| has| have)? (?:changed|new)\b", re.IGNORECASE), (NodeKind.COMMIT, NodeKind.RELEASE)),
     # A release is a tag where the repository has them, else the commit that made it.
-    (re.compile(r"\b(which|what|list|show|find|name)\b[^?.]{0,25}?\b(releases?|versions?|tags?)\b(?!-)",
+    (re.compile(r"\b(which|what|list|show|find|name)\b[^?.]{0,25}?\b(releases?|versions?)\b(?!-)",
                 re.IGNORECASE), (NodeKind.RELEASE, NodeKind.COMMIT)),
     # "when was X added", "when did X go away", "when did X last change": the change that did it. A
     # dot inside a name ("Builder.setHelpAppendable()") ends no sentence.
