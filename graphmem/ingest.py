@@ -676,7 +676,8 @@ def _releases(store: GraphStore, root: Path, head: str, tags: dict[str, str], st
         known = {n.key for n in store.iter_nodes([NodeKind.COMMIT])}
         known |= {n.key for n in history.nodes if n.kind is NodeKind.COMMIT}
     part = releases_to_graph(write, known_commits=known)
-    retagged = [RELEASE_SOURCE + tag for tag in gone] + [RELEASE_SOURCE + r.tag for r in write if r.tag in shipped_before]
+    retagged = [RELEASE_SOURCE + tag for tag in gone]
+    retagged += [RELEASE_SOURCE + r.tag for r in write if r.tag in shipped_before]
     return part, retagged, {"head": head, "tags": tags, "shipped": sorted(shipped)}
 
 

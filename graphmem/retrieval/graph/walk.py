@@ -556,8 +556,10 @@ def _shipped_in(final: dict[str, float], store: GraphStore, as_of: str | None,
         return final, {}
     out, via = dict(final), {}
     for edge in store.expand(commits, as_of=as_of):
+        if edge.step.type != RelType.RELEASED_IN.value or edge.step.src != edge.origin:
+            continue
         lifted = final[edge.origin] * 1.001
-        if edge.step.type == RelType.RELEASED_IN.value and edge.step.src == edge.origin and lifted > out.get(edge.other, 0.0):
+        if lifted > out.get(edge.other, 0.0):
             out[edge.other] = lifted
             via[edge.other] = (edge.origin, edge.step)
     return out, via
