@@ -45,12 +45,15 @@ class ReleaseFacts:
     subjects: tuple[str, ...] = ()  # the first line of each commit's message, as ``commits``
 
 
-def tag_map(repo: Path | str) -> dict[str, str]:
-    """Tag name -> the commit it points at, for every tag that ends at a commit."""
-    return {tag: sha for tag, sha, *_ in _tags(repo)}
+TagRecord = tuple[str, str, str, str]  # name, commit sha, tagger epoch or "", annotation
 
 
-def _tags(repo: Path | str) -> list[tuple[str, str, str, str]]:
+def tag_map(tags: Sequence[TagRecord]) -> dict[str, str]:
+    """Tag name -> the commit it points at, from a :func:`list_tags` listing."""
+    return {tag: sha for tag, sha, *_ in tags}
+
+
+def list_tags(repo: Path | str) -> list[TagRecord]:
     """(name, commit sha, tagger epoch or "", annotation) of each tag that ends at a commit."""
     out = _text(_git(repo, "for-each-ref", f"--format={_REF_FORMAT}", "refs/tags"))
     tags = []
@@ -68,13 +71,15 @@ def _tags(repo: Path | str) -> list[tuple[str, str, str, str]]:
     return tags
 
 
-def read_releases(repo: Path | str, *, rev: str = "HEAD") -> list[ReleaseFacts]:
-    """The releases in ``rev``'s history, oldest first (see the module docstring). A repository
-    without tags, commits or git gives ``[]``."""
+def read_releases(repo: Path | str, *, rev: str = "HEAD", tags: Sequence[TagRecord] | None = None
+                  ) -> list[ReleaseFacts]:
+    """The releases in ``rev``'s history, oldest first (see the module docstring), from ``tags``
+    (the repository's :func:`list_tags`, listed here when not given). A repository without tags,
+    commits or git gives ``[]``."""
     repo = Path(repo)
     if not is_git_repo(repo) or _resolve(repo, rev) is None:
         return []
-    tags = _tags(repo)
+    tags = list_tags(repo) if tags is None else tags
     if not tags:
         return []
     parents: dict[str, tuple[str, ...]] = {}

@@ -43,7 +43,7 @@ from extractors.ownership import ServiceMap, Team, extract_ownership, teams_from
 from extractors.policy import SECRET_DIRS, SECRET_FILE_GLOBS, Policy, read_project_config
 from extractors.prose_mentions import prose_mentions
 from extractors.releases import SOURCE_PREFIX as RELEASE_SOURCE
-from extractors.releases import read_releases, releases_to_graph, tag_map
+from extractors.releases import TagRecord, list_tags, read_releases, releases_to_graph, tag_map
 from extractors.secrets import FINGERPRINT as REDACTION_RULES
 from extractors.secrets import redact
 from extractors.text import Vocabulary
@@ -475,7 +475,8 @@ def ingest(
             "if the files were really removed, run again with --force.")
     report.unchanged = len(hashes) - len(changed)
     since = store.get_meta("last_commit")
-    tags = tag_map(root) if head is not None else {}
+    listed = list_tags(root) if head is not None else []
+    tags = tag_map(listed)
     tag_state = orjson.loads(store.get_meta(RELEASES_META) or "{}")
     tags_stale = _tags_stale(tag_state, tags, head)
     if not changed and not deleted and (head is None or since == head) and not tags_stale \
@@ -570,7 +571,7 @@ def ingest(
     # --- releases: read again when the tags changed (or a tag's commit joined the history) ---
     releases, retagged, new_tag_state = Extraction(), [], tag_state
     if tags_stale or (rewritten and tags):
-        releases, retagged, new_tag_state = _releases(store, root, head, tags, tag_state, history,
+        releases, retagged, new_tag_state = _releases(store, root, head, listed, tag_state, history,
                                                       rewritten=bool(rewritten))
         report.releases = len(releases.nodes)
 
@@ -658,13 +659,14 @@ def _tags_stale(state: dict, tags: dict[str, str], head: str | None) -> bool:
     return bool(set(tags) - set(state.get("shipped", ()))) and head != state.get("head")
 
 
-def _releases(store: GraphStore, root: Path, head: str, tags: dict[str, str], state: dict,
+def _releases(store: GraphStore, root: Path, head: str, listed: list[TagRecord], state: dict,
               history: Extraction, *, rewritten: bool = False) -> tuple[Extraction, list[str], dict]:
     """The release facts to write, the release sources to withdraw (what they do not say again),
     and the new tag state. Releases are written again from the oldest one that is new, moved or
     newly in the history on (a tag made for old commits takes them from later releases); all of
     them when a release was deleted, moved or left the history, or the history was rewritten."""
-    facts = read_releases(root, rev=head)
+    facts = read_releases(root, rev=head, tags=listed)
+    tags = tag_map(listed)
     before, shipped_before = state.get("tags", {}), set(state.get("shipped", ()))
     shipped = {r.tag for r in facts}
     gone = sorted(tag for tag in shipped_before if tag not in shipped or tags.get(tag) != before.get(tag))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from extractors.releases import SOURCE_PREFIX, read_releases, releases_to_graph, tag_map
+from extractors.releases import SOURCE_PREFIX, list_tags, read_releases, releases_to_graph, tag_map
 from graphmem.model import RelType
 from tests.extractors.git.git_testrepo import Repo
 
@@ -49,7 +49,7 @@ def test_each_commit_belongs_to_the_first_tag_that_contains_it(tmp_path: Path) -
     assert by_tag["v2.0"].message == "Second release\n\nFaster lookups."
     assert by_tag["v2.0"].released_at > by_tag["v1.0"].released_at
     assert by_tag["v1.0"].message == ""
-    assert tag_map(repo.root)["side-1"] == side  # every tag is listed; only the history's ship
+    assert tag_map(list_tags(repo.root))["side-1"] == side  # every tag is listed; only the history's ship
     assert shas[5] not in {c for r in releases for c in r.commits}  # not released yet
 
 
