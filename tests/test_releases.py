@@ -49,6 +49,9 @@ def test_releases_follow_the_tags_from_one_ingest_to_the_next(backend: str, requ
     assert _shipped(store) == {"release:v1.0": set(shas[:2])}
     node = store.get_node("release:v1.0")
     assert node is not None and node.props["commits"] == 2 and node.valid_from is not None
+    # The read that shows a commit hit's release.
+    edges = store.incident_edges([f"commit:{shas[0]}"], rel_types=[RelType.RELEASED_IN.value], direction="out")
+    assert [(e.origin, e.step.type, e.other) for e in edges] == [(f"commit:{shas[0]}", "RELEASED_IN", "release:v1.0")]
 
     # A tag made on the commit already ingested: nothing else changed, the next ingest still reads it.
     _, _, secret = next(p for p in planted_secrets() if p[0] == "github-token")
@@ -93,6 +96,12 @@ def test_which_release_is_answered_by_the_tag_that_shipped_the_change(tmp_path: 
         changed = gm.query("What changed in v2.0?", mode="hybrid", k=3)
         assert changed.analysis["answer_kinds"] == ["commit", "release"]
         assert set(changed.keys[:2]) == {"release:v2.0", f"commit:{shas[2]}"}
+        # A commit answering a question about the code shows the release that shipped it, in every mode.
+        for mode in ("hybrid", "bm25"):
+            history = gm.query("Which commit removed void_entry?", mode=mode, k=5)
+            hit = next(h for h in history.results if h.key == f"commit:{shas[2]}")
+            shipped = [e for e in hit.evidence if e["rels"][-1]["type"] == "RELEASED_IN"]
+            assert [e["rels"] for e in shipped] == [[{"src": hit.key, "type": "RELEASED_IN", "dst": "release:v2.0"}]]
     finally:
         gm.close()
 
@@ -106,5 +115,6 @@ def test_a_release_question_asks_for_the_commit_where_no_tag_makes_releases(tmp_
         answer = gm.query("Which version removed void_entry?", mode="hybrid", k=5)
         assert answer.analysis["answer_kinds"] == ["commit"]
         assert answer.keys[0] == f"commit:{shas[2]}"
+        assert not any(step["type"] == "RELEASED_IN" for e in answer.results[0].evidence for step in e["rels"])
     finally:
         gm.close()

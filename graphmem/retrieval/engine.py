@@ -111,6 +111,8 @@ class Candidates:
     # The symbol kind ("class", "method", ...) of each symbol candidate, when the question asks for
     # a function or a method.
     shapes: dict[str, str] = field(default_factory=dict)
+    # The relationship types the project's graph holds (None: not read, as without graph retrieval).
+    rel_types: frozenset[str] | None = None
 
     def signals(self) -> tuple[QuestionSignals, dict[str, CandidateSignals]]:
         """Fusion's view of the question and of every candidate (see ``graphmem.retrieval.learned``)."""
@@ -213,7 +215,8 @@ class Retriever:
         keys = [key for key, _ in head]
         # Without reranking the results are known now: their evidence (up to three reads of a
         # store) is read beside their nodes, as are the passages of nodes no list brought one for.
-        early = None if spec.rerank.enabled else _side_pool().submit(self._evidence, keys, cands.paths)
+        releases = cands.rel_types is None or RelType.RELEASED_IN.value in cands.rel_types
+        early = None if spec.rerank.enabled else _side_pool().submit(self._evidence, keys, cands.paths, releases)
         missing = [key for key in keys if key not in cands.best_chunk]
         first = _side_pool().submit(self.store.get_chunks, missing) if missing else None
         nodes = self.store.get_nodes(keys)
@@ -236,7 +239,8 @@ class Retriever:
                 head = [(key, float(sc)) for (key, _), sc in sorted(zip(head, scores), key=lambda p: -p[1])]
             timings["rerank"] = _ms(t)
         head = head[:k]
-        evidence = early.result() if early is not None else self._evidence([key for key, _ in head], cands.paths)
+        evidence = (early.result() if early is not None
+                    else self._evidence([key for key, _ in head], cands.paths, releases))
         for rank, (key, score) in enumerate(head, start=1):
             node = nodes.get(key)
             chunk = cands.best_chunk.get(key)
@@ -313,7 +317,8 @@ class Retriever:
             # say, only when they are asked for) instead of losing them to the filter afterwards.
             question.answer_kinds = (tuple(k for k in question.answer_kinds if k in wanted)
                                      or tuple(sorted(wanted, key=lambda k: k.value)))
-        cands = Candidates(question, query_vec=query_vec)
+        cands = Candidates(question, query_vec=query_vec,
+                           rel_types=built.catalog.rel_types if built is not None else None)
         t = time.perf_counter()
         wanted_ids = {cid for hits in chunk_hits.values() for cid, _ in hits}
         chunks = {cid: found[cid] for cid in wanted_ids if cid in found}
@@ -441,11 +446,12 @@ class Retriever:
             out[key] = best.text if best else (f"{node.name} ({key})" if node else key)
         return out
 
-    def _evidence(self, keys: list[str], paths: dict[str, Path]) -> dict[str, list[Path]]:
+    def _evidence(self, keys: list[str], paths: dict[str, Path], releases: bool = True) -> dict[str, list[Path]]:
         """Graph paths for each result: the graph retriever's, else where the node lives (its
         containing file and service), read a level at a time. Only the kinds a relationship
         CONTAINS may end at are looked up (the model refuses any other), so a chain that reached
-        its service costs no further read."""
+        its service costs no further read. With ``releases`` (the project may hold some), a commit
+        also shows the release that shipped it, one read for all commits."""
         contained = REL_ENDPOINTS[RelType.CONTAINS][1]
         out: dict[str, list[Path]] = {key: [paths[key]] for key in keys if key in paths and len(paths[key])}
         todo = [key for key in keys if key not in out and kind_of(key) in contained]
@@ -467,6 +473,11 @@ class Retriever:
         for key, chain in chains.items():
             if len(chain):
                 out[key] = [chain]
+        commits = [key for key in keys if releases and kind_of(key) is NodeKind.COMMIT]
+        if commits:
+            for edge in self.store.incident_edges(commits, rel_types=[RelType.RELEASED_IN.value], direction="out"):
+                if edge.step.src == edge.origin:
+                    out.setdefault(edge.origin, []).append(Path((edge.origin, edge.other), (edge.step,)))
         return out
 
 
