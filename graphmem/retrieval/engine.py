@@ -213,7 +213,7 @@ class Retriever:
         timings["fusion"] = _ms(t)
         head = fused[: max(k, spec.rerank.depth if spec.rerank.enabled else k)]
         keys = [key for key, _ in head]
-        # Without reranking the results are known now: their evidence (up to three reads of a
+        # Without reranking the results are known now: their evidence (up to four reads of a
         # store) is read beside their nodes, as are the passages of nodes no list brought one for.
         releases = cands.rel_types is None or RelType.RELEASED_IN.value in cands.rel_types
         early = None if spec.rerank.enabled else _side_pool().submit(self._evidence, keys, cands.paths, releases)
