@@ -476,8 +476,7 @@ class Retriever:
         commits = [key for key in keys if releases and kind_of(key) is NodeKind.COMMIT]
         if commits:
             for edge in self.store.incident_edges(commits, rel_types=[RelType.RELEASED_IN.value], direction="out"):
-                if edge.step.src == edge.origin:
-                    out.setdefault(edge.origin, []).append(Path((edge.origin, edge.other), (edge.step,)))
+                out.setdefault(edge.origin, []).append(Path((edge.origin, edge.other), (edge.step,)))
         return out
 
 

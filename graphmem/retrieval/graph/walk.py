@@ -555,9 +555,9 @@ def _shipped_in(final: dict[str, float], store: GraphStore, as_of: str | None,
     if not commits:
         return final, {}
     out, via = dict(final), {}
-    for edge in store.expand(commits, as_of=as_of):
-        if edge.step.type != RelType.RELEASED_IN.value or edge.step.src != edge.origin:
-            continue
+    # Only each commit's own RELEASED_IN step: a commit's other relationships (every symbol it
+    # modified) are not read.
+    for edge in store.incident_edges(commits, rel_types=[RelType.RELEASED_IN.value], direction="out", as_of=as_of):
         lifted = final[edge.origin] * 1.001
         if lifted > out.get(edge.other, 0.0):
             out[edge.other] = lifted
