@@ -366,6 +366,65 @@ def test_a_word_that_a_name_extends_is_no_misspelling_of_it(tmp_path) -> None:
     assert linked(cat, "Who owns the schedular?") == {"service:scheduler"}
 
 
+def test_a_word_for_code_names_no_person_whose_handle_it_is(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """An author whose address is code@... is no answer to "which code ...": the word asks for code."""
+    store = EmbeddedStore(tmp_path / "home", "handles")
+    prov = Provenance("git", "test")
+    store.upsert([Node("person:code@example.org", "Ben Beasley", prov, {"email": "code@example.org"}),
+                  Node("person:kludex@example.org", "Marcelo", prov, {"email": "kludex@example.org"})], [], [])
+    cat = Catalog.build(store)
+    store.close()
+    assert linked(cat, "Which code signs the session cookie?") == set()
+    assert linked(cat, "What did kludex change last week?") == {"person:kludex@example.org"}
+
+
+def test_a_code_file_is_named_as_a_module_only_when_the_word_is_framed_as_code(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """"The sessions module" and "starlette.middleware.sessions" name the file; "sessions" alone
+    is a topic; a package is named by its folder."""
+    store = EmbeddedStore(tmp_path / "home", "modules")
+    prov = Provenance("starlette/middleware/sessions.py", "test")
+    sessions = "file:starlette/middleware/sessions.py"
+    package = "file:src/_pytest/config/__init__.py"
+    store.upsert([Node(sessions, "starlette/middleware/sessions.py", prov, {"language": "python"}),
+                  Node(package, "src/_pytest/config/__init__.py", prov, {"language": "python"})], [], [])
+    cat = Catalog.build(store)
+    store.close()
+    assert linked(cat, "Which commit last changed the sessions module?") == {sessions}
+    assert linked(cat, "Who calls into starlette.middleware.sessions?") == {sessions}
+    assert linked(cat, "How do sessions expire?") == set()
+    assert linked(cat, "What does the _pytest.config package import?") == {package}
+
+
+def test_a_removed_module_that_shares_a_technologys_name_answers_which_release_removed_it(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """"Which release removed the graphql module?": the GraphQL technology that commits mention is
+    linked too, but the commit at the end of the module's file is the answer."""
+    from graphmem.model import RelType, Relationship
+    from graphmem.retrieval.graph import GraphRetriever
+
+    store = EmbeddedStore(tmp_path, "gone-module")
+    git = Provenance("git", "test")
+    times = ["2024-01-01T00:00:00.000000Z", "2024-03-01T00:00:00.000000Z", "2024-06-01T00:00:00.000000Z"]
+    shas = [c * 40 for c in "abc"]
+    commits = [Node(f"commit:{sha}", f"commit {i}", git,
+                    {"parents": [shas[i - 1]] if i else [], "committed_at": t}) for i, (sha, t) in enumerate(zip(shas, times))]
+    for i, node in enumerate(commits):
+        store.upsert([node], [Relationship(node.key, RelType.PARENT, commits[i - 1].key, git, {})] if i else [],
+                     at=times[i])
+    graphql = "entity:technology:graphql"
+    store.upsert([Node(graphql, "GraphQL", git, {})],
+                 [Relationship(commits[0].key, RelType.MENTIONS, graphql, git, {}),
+                  Relationship(commits[1].key, RelType.MENTIONS, graphql, git, {})], at=times[1])
+    module = "file:starlette/graphql.py"
+    store.upsert([Node(module, "starlette/graphql.py", Provenance("starlette/graphql.py", "test"), {"language": "python"})],
+                 [Relationship(commits[0].key, RelType.CHANGED, module, git, {})], at=times[0])
+    store.close_sources(["starlette/graphql.py"], at=times[2])
+    graph = GraphRetriever(store)
+    q = parse_question("Which release removed the graphql module?")
+    assert {module, graphql} <= set(graph.link(q))
+    assert next(h.key for h in graph.retrieve(q).hits if h.key.startswith("commit:")) == commits[2].key
+    store.close()
+
+
 def test_the_catalog_is_kept_between_processes_until_the_graph_changes(tmp_path, caplog) -> None:  # type: ignore[no-untyped-def]
     """A new process reads the catalog an earlier one saved while the graph is unchanged; any write
     (names or not) makes it build a new one, and a damaged file is built again."""

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from graphmem.model import Node, NodeKind
 from graphmem.stores.base import GraphStore
 
-CACHE_FORMAT = 1  # of Catalog.to_bytes: a saved catalog of another format is built again
+CACHE_FORMAT = 2  # of Catalog.to_bytes: a saved catalog of another format is built again
 FUZZY_KINDS = frozenset({NodeKind.SERVICE, NodeKind.TEAM, NodeKind.PERSON, NodeKind.ENTITY})
 # Entity types that say nothing about what an entity is (open extraction, capitalised spans).
 GENERIC_ENTITY_TYPES = frozenset({"concept", "entity", "other", "unknown", "misc", "thing"})
@@ -64,6 +64,11 @@ class Catalog:
     # Names of code that no longer exists (closed nodes, also in ``nodes`` but in no other map),
     # linked only by questions about a history (added, changed, removed).
     closed_by_name: dict[tuple[str, ...], set[str]] = field(default_factory=dict)
+    # Code files by their names as modules ("sessions", "starlette.middleware.sessions"), open
+    # and closed, linked only by a word spelt so and written as code or followed by "module":
+    # as a plain word, "routing" is a topic.
+    modules: dict[str, set[str]] = field(default_factory=dict)
+    closed_modules: dict[str, set[str]] = field(default_factory=dict)
 
     @classmethod
     def build(cls, store: GraphStore, *, fuzzy_min_length: int = 5) -> Catalog:
@@ -79,6 +84,9 @@ class Catalog:
                         words = tuple(singular(w) for w in words_of(name))
                         if words:
                             cat.closed_by_name.setdefault(words, set()).add(node.key)
+                    if kind is NodeKind.FILE:
+                        for name in module_names(node.key):
+                            cat.closed_modules.setdefault(singular(name.lower()), set()).add(node.key)
                 continue
             day = node_date(node, kind)
             if kind is NodeKind.COMMIT and day:
@@ -89,6 +97,9 @@ class Catalog:
                 words = tuple(singular(w) for w in words_of(name))
                 if words:
                     cat.by_name.setdefault(words, set()).add(node.key)
+            if kind is NodeKind.FILE:
+                for name in module_names(node.key):
+                    cat.modules.setdefault(singular(name.lower()), set()).add(node.key)
             if kind is NodeKind.COMMIT and node.props.get("parents") == []:
                 cat.root_commits.add(node.key)
             parents = node.props.get("parents")
@@ -116,7 +127,7 @@ class Catalog:
             "incidents_by_number": self.incidents_by_number, "root_commits": self.root_commits,
             "merge_commits": self.merge_commits, "titles": self.titles, "fuzzy_names": self.fuzzy_names,
             "rel_types": self.rel_types, "lifetimes": self.lifetimes, "commits_at": self.commits_at,
-            "closed_by_name": self.closed_by_name,
+            "closed_by_name": self.closed_by_name, "modules": self.modules, "closed_modules": self.closed_modules,
         })
 
     @classmethod
@@ -185,8 +196,29 @@ class Catalog:
 _SAVED_AS_IS: dict[str, type | tuple[type, ...]] = {
     "by_name": dict, "incidents_by_number": dict, "root_commits": set, "merge_commits": set, "titles": list,
     "fuzzy_names": list, "rel_types": (frozenset, type(None)), "lifetimes": dict, "commits_at": dict,
-    "closed_by_name": dict,
+    "closed_by_name": dict, "modules": dict, "closed_modules": dict,
 }
+
+
+PACKAGE_FILES = frozenset({"__init__", "index", "mod", "package-info"})  # a file that stands for its folder
+
+
+def module_names(key: str) -> list[str]:
+    """A code file's names as a module: its stem and its dotted path ("sessions",
+    "starlette.middleware.sessions"); a package's own file (``__init__.py``, ``index.ts``) is
+    named by its folder."""
+    path = key[5:] if key.startswith("file:") else key
+    parts = path.rsplit(".", 1)[0].split("/") if "." in path.rsplit("/", 1)[-1] else path.split("/")
+    if parts and parts[-1] in PACKAGE_FILES:
+        parts = parts[:-1]
+    if not parts or not parts[-1]:
+        return []
+    names = [parts[-1]]
+    if len(parts) > 1:
+        names.append(".".join(parts))
+        if parts[0] in ("src", "lib") and len(parts) > 2:
+            names.append(".".join(parts[1:]))
+    return names
 
 
 def common_noun(key: str) -> bool:

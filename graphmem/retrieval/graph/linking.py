@@ -15,7 +15,8 @@ import numpy as np
 
 from graphmem.model import NodeKind
 from graphmem.retrieval.config import LinkConfig
-from graphmem.retrieval.graph.catalog import IDENT_LIKE, STOP, WORD, Catalog, common_noun, singular, words_of
+from graphmem.retrieval.graph.catalog import (IDENT_LIKE, STOP, WORD, Catalog, common_noun, module_names, singular,
+                                              words_of)
 from graphmem.retrieval.question import Question
 
 
@@ -101,19 +102,30 @@ def link(cat: Catalog, q: Question, config: LinkConfig, *, names: tuple[list[str
     spelt_as_code = {i for i in range(len(raw)) if IDENT_LIKE.search(raw[i]) or words[i] in quoted
                      or q.text.startswith("(", spans[i].end())}
 
-    def link_names(names: dict[tuple[str, ...], set[str]]) -> None:
+    taken: list[set[str]] = [set() for _ in words]  # the keys each word has linked
+
+    def free(i: int, size: int, closed: bool) -> bool:
+        # Code that is gone may share its name with an entity the documents mention: "the graphql
+        # module" of a question about its history is the module as well as the GraphQL technology.
+        if closed and all(cat.nodes[k][0] is NodeKind.ENTITY for j in range(i, i + size) for k in taken[j]):
+            return True
+        return not any(used[i:i + size])
+
+    def link_names(names: dict[tuple[str, ...], set[str]], closed: bool = False) -> None:
         for size in range(config.max_name_words, 0, -1):
             # Of overlapping names of one length, those not starting or ending with a function word
             # go first: "the World Series" names "World Series", not "the World".
             starts = sorted(range(len(words) - size + 1),
                             key=lambda i: (words[i] in STOP or words[i + size - 1] in STOP, i))
             for i in starts:
-                if any(used[i:i + size]):
+                if not free(i, size, closed):
                     continue
                 gram = tuple(words[i:i + size])
                 keys = names.get(gram)
                 if not keys or (size == 1 and gram[0] in STOP) or gram in ignore or i in clitic:
                     continue
+                if size == 1 and gram[0] in _CODE_IN_GENERAL and i not in spelt_as_code:
+                    continue  # "which code signs the cookie": a word for code, not the person whose handle it is
                 if size == 1 and i not in as_code:
                     # A plain English word that happens to name a function names no function
                     # ("a middleware that logs" names the middleware service, not `Middlewares`).
@@ -124,14 +136,35 @@ def link(cat: Catalog, q: Question, config: LinkConfig, *, names: tuple[list[str
                     keys = _same_spelling(keys, raw[i])
                 add(keys, 1.0, LinkReason.NAME, " ".join(raw[i:i + size]))
                 used[i:i + size] = [True] * size
+                for j in range(i, i + size):
+                    taken[j].update(keys)
                 if plain is not None and size == 1 and raw[i].islower():
                     plain.update(k for k in keys if common_noun(k))
 
+    def link_modules(modules: dict[str, set[str]], closed: bool = False) -> None:
+        # A code file as a module: a word spelt as the module is ("sessions", "_pytest.config",
+        # not "LaTeX" for latex.py) and written as code or followed by "module" ("the sessions
+        # module"). Beside "package", "file" or "class", or capitalised, it names something else
+        # ("editable package registration", "Texinfo files", "the formatter class").
+        for i in range(len(words)):
+            if (not free(i, 1, closed) or i in clitic or words[i] in STOP or words[i] in _DETERMINERS
+                    or (words[i],) in ignore):  # the project's own package is the project
+                continue
+            if i not in spelt_as_code and not (i + 1 < len(words) and words[i + 1] == "module"):
+                continue
+            keys = {k for k in modules.get(words[i], ()) if raw[i] in module_names(k)}
+            if keys:
+                add(keys, 1.0, LinkReason.NAME, raw[i])
+                used[i] = True
+                taken[i].update(keys)
+
     link_names(cat.by_name)
+    link_modules(cat.modules)
     # "Which release removed X", "when was X added": code gone from the graph is named too by a
     # question about its history (its node is closed).
     if q.asks_removal or q.asks_creation or q.asks_change:
-        link_names(cat.closed_by_name)
+        link_names(cat.closed_by_name, closed=True)
+        link_modules(cat.closed_modules, closed=True)
     # Misspelt names ("notifcations"): single-word names of services, teams, people and entities.
     if cat.fuzzy_names:
         from rapidfuzz import fuzz, process
