@@ -367,7 +367,9 @@ def test_a_word_that_a_name_extends_is_no_misspelling_of_it(tmp_path) -> None:
 
 
 def test_a_word_for_code_names_no_person_whose_handle_it_is(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    """An author whose address is code@... is no answer to "which code ...": the word asks for code."""
+    """An author whose address is code@... is no answer to "which code ...": the word asks for code.
+    A plain word that is someone's handle names them only where the question asks about people or
+    their work ("what did kludex change"), or where it is written as a name."""
     store = EmbeddedStore(tmp_path / "home", "handles")
     prov = Provenance("git", "test")
     store.upsert([Node("person:code@example.org", "Ben Beasley", prov, {"email": "code@example.org"}),
@@ -375,7 +377,11 @@ def test_a_word_for_code_names_no_person_whose_handle_it_is(tmp_path) -> None:  
     cat = Catalog.build(store)
     store.close()
     assert linked(cat, "Which code signs the session cookie?") == set()
+    assert linked(cat, "Who wrote the code that signs the session cookie?") == set()
     assert linked(cat, "What did kludex change last week?") == {"person:kludex@example.org"}
+    assert linked(cat, "Where is the kludex limit enforced?") == set()  # no one's work: a plain word
+    assert linked(cat, "Which commits did kludex author?") == {"person:kludex@example.org"}
+    assert linked(cat, "Where is the limit Kludex set enforced?") == {"person:kludex@example.org"}
 
 
 def test_a_code_file_is_named_as_a_module_only_when_the_word_is_framed_as_code(tmp_path) -> None:  # type: ignore[no-untyped-def]

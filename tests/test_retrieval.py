@@ -243,6 +243,22 @@ def test_question_reading_finds_a_call_crossed_twice(text: str) -> None:
 
 
 @pytest.mark.parametrize("text,end", [
+    ("Which class does FileResponse inherit from?", "dst"),
+    ("What does RedirectResponse extend?", "dst"),
+    ("What is the base class of FileResponse?", "dst"),
+    ("Which classes extend Response?", "src"),
+    ("Which classes inherit from HTTPEndpoint?", "src"),
+    ("What are the subclasses of Response?", "src"),
+    ("How do I extend the router?", None),  # no end asked: a how-to
+])
+def test_question_reading_finds_which_end_of_an_inheritance_is_asked(text: str, end: str | None) -> None:
+    q = parse_question(text, REF)
+    assert RelType.INHERITS in q.rel_types
+    assert q.directions.get(RelType.INHERITS) == end, q.directions
+    assert (end is None) or q.answer_kinds[0] is NodeKind.SYMBOL
+
+
+@pytest.mark.parametrize("text,end", [
     ("Which services depend on billing?", "src"),
     ("Which services are depending on billing?", "src"),  # the progressive is active
     ("What does checkout depend on?", "dst"),

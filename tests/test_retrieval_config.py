@@ -182,6 +182,22 @@ def test_code_outside_the_package_a_question_names_comes_last(tmp_path: Path) ->
         "commit:" + "b" * 40, "file:src/_pytest/directives/patches.py"]
 
 
+@pytest.mark.parametrize("text,tests", [
+    ("Which test covers the www redirect?", True),
+    ("What tests exercise StaticFiles.lookup_path?", True),
+    ("Where is the GZip middleware tested?", True),
+    ("What code tests whether a path is a directory?", False),  # "tests" is the code's verb
+    ("Which test file has the fixtures?", False),  # a file that holds tests, not a test
+    ("What is the effect of the settings in the test that verifies the resolution?", False),  # a place
+])
+def test_a_question_asking_for_tests_puts_test_code_first(text: str, tests: bool) -> None:
+    assert parse_question(text).asks_tests is tests
+    order = ["sym:web/routing.py::Router.redirect", "commit:" + "c" * 40, "sym:tests/test_routing.py::test_redirect",
+             "doc:docs/routing.md", "sym:tests/test_hosts.py::test_www_redirect"]
+    expected = [order[2], order[4], order[0], order[1], order[3]] if tests else order
+    assert outside_scope_last(order, set(), (), parse_question(text).asks_tests) == expected
+
+
 def test_the_shipped_model_matches_the_features_and_ranks() -> None:
     model = load_model(FusionConfig().model)
     assert list(model.names) == feature_names()

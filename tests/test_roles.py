@@ -119,3 +119,30 @@ def test_a_callers_caller_comes_before_what_merely_lies_next_to_the_named_functi
         assert "parse" not in keys[:3]
     finally:
         st.close()
+
+
+def test_an_inheritance_question_answers_with_the_end_it_asks_for(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """"Which class does FileResponse inherit from" asks for its base, "which classes extend
+    Response" for its subclasses; neither answers with the class it names, nor with the other end."""
+    st = EmbeddedStore(tmp_path, "classes")
+    prov = Provenance("web/responses.py", "test")
+    base, file_, redirect, small = (f"sym:web/responses.py::{n}" for n in
+                                    ("Response", "FileResponse", "RedirectResponse", "SmallFileResponse"))
+    nodes = [Node("file:web/responses.py", "web/responses.py", prov)]
+    nodes += [Node(k, k.rsplit("::", 1)[1], prov, {"symbol_kind": "class", "qualname": k.rsplit("::", 1)[1]})
+              for k in (base, file_, redirect, small)]
+    rels = [Relationship("file:web/responses.py", RelType.CONTAINS, k, prov) for k in (base, file_, redirect, small)]
+    rels += [Relationship(file_, RelType.INHERITS, base, prov), Relationship(redirect, RelType.INHERITS, base, prov),
+             Relationship(small, RelType.INHERITS, file_, prov)]
+    st.upsert(nodes, rels, [])
+    graph = GraphRetriever(st)
+
+    def hits(text: str) -> list[str]:
+        return [h.key for h in graph.retrieve(parse_question(text)).hits]
+
+    for text in ("Which class does FileResponse inherit from?", "What is the base class of FileResponse?",
+                 "What does FileResponse extend?"):
+        assert hits(text)[0] == base, (text, hits(text))
+    for text in ("Which classes extend Response?", "What are the subclasses of Response?"):
+        assert set(hits(text)[:2]) == {file_, redirect}, (text, hits(text))
+    st.close()

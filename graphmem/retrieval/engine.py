@@ -417,7 +417,7 @@ class Retriever:
         order = demote_subjects(order, {key for key in keys if signals[key].subject}, fusion.subject_rank)
         order = apply_floor(order, lists, fusion.floor_top, fusion.floor_rank)
         if fusion.scope_last and cands.graph is not None:
-            order = outside_scope_last(order, cands.graph.outside, cands.graph.inside)
+            order = outside_scope_last(order, cands.graph.outside, cands.graph.inside, cands.question.asks_tests)
         if not cands.question.answer_kinds:
             order = spread_over_files(order, fusion.file_spread, fusion.spread_window)
         # The rules above move some keys past others: the model's scores are dealt out again in the

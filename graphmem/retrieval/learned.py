@@ -377,16 +377,20 @@ def apply_floor(order: list[str], lists: Mapping[str, Sequence[str]], top: int, 
     return new_head + rest
 
 
-def outside_scope_last(order: list[str], excluded: set[str], inside: Collection[str] = ()) -> list[str]:
+def outside_scope_last(order: list[str], excluded: set[str], inside: Collection[str] = (),
+                       tests: bool = False) -> list[str]:
     """``order`` with the code outside the question's scope moved after the rest, in its order:
     code in an ``excluded`` package (one directory: ``cli/help/`` is another package than
     ``cli/``), and, when the question places its answer ``inside`` some paths (directory prefixes
-    ending in "/", or files), code elsewhere. Nodes without a path (commits, people) stay."""
-    if not excluded and not inside:
+    ending in "/", or files), code elsewhere. Nodes without a path (commits, people) stay, unless
+    the question asks for ``tests``: then whatever is not test code goes after."""
+    if not excluded and not inside and not tests:
         return order
 
     def out(key: str) -> bool:
         path = path_of_key(key)
+        if tests and not (path and is_test_path(path)):
+            return True
         if path is None:
             return False
         if path.rpartition("/")[0] in excluded:

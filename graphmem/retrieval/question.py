@@ -82,8 +82,8 @@ _REL_WORDS: list[tuple[re.Pattern[str], tuple[RelType, ...]]] = [
     (re.compile(r"\bfail|\bbroken?\b|\bhit\b|\baffect|\boutage", re.IGNORECASE), (RelType.AFFECTED, RelType.CAUSED_BY)),
     (re.compile(r"\bmention|\brefer(s|red|ring|ence|ences|enced|encing)?\b", re.IGNORECASE),
      (RelType.MENTIONS, RelType.REFERENCES)),
-    (re.compile(r"\binherit|\bextend(s|ed|ing)?\b|\bsubclass|\bimplements? the interface", re.IGNORECASE),
-     (RelType.INHERITS,)),
+    (re.compile(r"\binherit|\bextend(s|ed|ing)?\b|\bsubclass|\bimplements? the interface"
+                r"|\b(base|parent|super|child)\s*class(es)?\s+of\b", re.IGNORECASE), (RelType.INHERITS,)),
 ]
 
 # Words of a thing's coming and going, which lead to the commits that changed it only when the
@@ -278,6 +278,8 @@ class Question:
     # "the functions in the assertion module", "which code under src/app/ calls X": directories
     # written as paths, or names of a package, module or directory, the answer lies in.
     inside: tuple[str, ...] = ()
+    # "which tests cover X", "where is X tested": the answer is test code.
+    asks_tests: bool = False
 
     def keep_relationships(self, held: Collection[str]) -> None:
         """Forget the relationships (and their directions and steps) whose type is not in ``held``:
@@ -307,7 +309,7 @@ class Question:
                 "asks_change": self.asks_change, "asks_removal": self.asks_removal,
                 "asks_creation": self.asks_creation,
                 "asks_type": self.asks_type, "asks_callable": self.asks_callable, "asks_in_force": self.asks_in_force,
-                "asks_other_thing": self.asks_other_thing,
+                "asks_other_thing": self.asks_other_thing, "asks_tests": self.asks_tests,
                 "step": [self.step[0].value, self.step[1]] if self.step else None,
                 "adrs": list(self.adr_numbers), "incidents": list(self.incident_numbers),
                 "tickets": list(self.tickets), "shas": list(self.shas), "time": self.time.as_dict()}
@@ -374,6 +376,9 @@ _DIRECTED_VERBS: list[tuple[re.Pattern[str], RelType]] = [
     (_USE, RelType.CALLS),
     (_USE, RelType.DEPENDS_ON),
     (re.compile(r"\bsupersed\w*|\breplac\w*", re.IGNORECASE), RelType.SUPERSEDES),
+    # Verbs only: "the inheritance of parameters" or "inherited by subclasses" names no end.
+    (re.compile(r"\binherit(?:s|ed|ing)?\b|\bextend(?:s|ed|ing)?\b|\bsubclass(?:ed|ing)\b", re.IGNORECASE),
+     RelType.INHERITS),
 ]
 _ASKS_OBJECT = re.compile(r"\b((what|which)(\s+\w+)?|who(m)?)\s+(does|do|did|is|are|was|were)\s+\S+", re.IGNORECASE)
 
@@ -394,7 +399,7 @@ _ASKS_UNKNOWN_THING = re.compile(
     r"\b(?:which|what)\s+(?!(?:else|exactly|then|now|all|one|ones)\b)(?:[a-z][a-z-]*\s+){1,3}?"
     r"(?:does|do|did|will|would|should|can|could)\b", re.IGNORECASE)
 _KIND_OF_RELATION = {RelType.CALLS: (NodeKind.SYMBOL,), RelType.DEPENDS_ON: (NodeKind.SERVICE,),
-                     RelType.SUPERSEDES: (NodeKind.DECISION,)}
+                     RelType.SUPERSEDES: (NodeKind.DECISION,), RelType.INHERITS: (NodeKind.SYMBOL,)}
 
 
 def _asking_clause(text: str) -> str:
@@ -419,6 +424,10 @@ def _directions(text: str) -> dict[RelType, str]:
         out[RelType.CALLS] = "src"
     if re.search(r"\bcallees?\b", text, re.IGNORECASE):
         out[RelType.CALLS] = "dst"
+    if re.search(r"\bsubclass(?:es)?\s+of\b|\bchild\s+class(?:es)?\s+of\b", text, re.IGNORECASE):
+        out[RelType.INHERITS] = "src"  # "the subclasses of Response" start the relationship
+    elif re.search(r"\b(?:base|parent|super)\s*class(?:es)?\s+of\b|\bsuperclass(?:es)?\s+of\b", text, re.IGNORECASE):
+        out[RelType.INHERITS] = "dst"  # "the base class of FileResponse" ends it
     if re.search(r"\bdependents\b", text, re.IGNORECASE):
         out[RelType.DEPENDS_ON] = "src"  # "the dependents of auth" start the relationship
     elif re.search(r"\bdependenc(?:y|ies)\s+(?:of|for)\b", text, re.IGNORECASE):
@@ -508,6 +517,10 @@ _OUTSIDE_OWN = re.compile(r"\boutside\s+(?:of\s+)?(?:its|their)\s+own\s+(?:packa
                           r"|\b(?:from|in|by)\s+(?:any\s+)?other\s+(?:packages|modules|directories|folders)\b",
                           re.IGNORECASE)
 
+# The question asks for test code: "which tests cover X", "what test checks Y", "where is X tested"
+# (not "the test that verifies X", which names a test as the place of something else).
+_ASKS_TESTS = re.compile(r"\b(?:which|what)\s+(?:unit\s+|integration\s+)?tests?\b(?!\s+(?:file|suite|helper|util))"
+                         r"|\bwhere\s+(?:is|are)\s+.{1,60}?\s+tested\b", re.IGNORECASE)
 _INSIDE_PATH = re.compile(r"\b(?:in|under|within|inside)\s+(?:the\s+)?" + _DIRECTORY, re.IGNORECASE)
 _INSIDE_NAME = re.compile(r"\b(?:in|under|within|inside)\s+the\s+[`'\"]?([\w.-]+)[`'\"]?\s+"
                           r"(?:sub)?(?:package|module|director(?:y|ies)|folder)\b", re.IGNORECASE)
@@ -596,6 +609,7 @@ def parse_question(text: str, now: datetime | None = None, *, sessions: bool = F
     q.time = parse_time(text, now)
     q.outside = tuple(dict.fromkeys(m.group(1).rstrip("/") for m in _OUTSIDE_PATH.finditer(text)))
     q.outside_own = bool(_OUTSIDE_OWN.search(text))
+    q.asks_tests = bool(_ASKS_TESTS.search(text))
     q.inside = tuple(dict.fromkeys([m.group(1) for m in _INSIDE_PATH.finditer(text)]
                                    + [m.group(1) for m in _INSIDE_NAME.finditer(text)]))
     return q

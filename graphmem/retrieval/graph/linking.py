@@ -103,6 +103,8 @@ def link(cat: Catalog, q: Question, config: LinkConfig, *, names: tuple[list[str
                      or q.text.startswith("(", spans[i].end())}
 
     taken: list[set[str]] = [set() for _ in words]  # the keys each word has linked
+    # The question asks for people or their work (an author, a fixer, an owner, commits).
+    people = bool(set(q.answer_kinds) & {NodeKind.PERSON, NodeKind.TEAM, NodeKind.COMMIT} or q.rel_types)
 
     def free(i: int, size: int, closed: bool) -> bool:
         # Code that is gone may share its name with an entity the documents mention: "the graphql
@@ -128,8 +130,11 @@ def link(cat: Catalog, q: Question, config: LinkConfig, *, names: tuple[list[str
                     continue  # "which code signs the cookie": a word for code, not the person whose handle it is
                 if size == 1 and i not in as_code:
                     # A plain English word that happens to name a function names no function
-                    # ("a middleware that logs" names the middleware service, not `Middlewares`).
-                    keys = {k for k in keys if cat.nodes[k][0] is not NodeKind.SYMBOL}
+                    # ("a middleware that logs" names the middleware service, not `Middlewares`),
+                    # nor, in a question about no one's work, the person whose handle it is ("the
+                    # max request size" is no max@...).
+                    keys = {k for k in keys if cat.nodes[k][0] is not NodeKind.SYMBOL
+                            and (people or cat.nodes[k][0] is not NodeKind.PERSON)}
                     if not keys:
                         continue
                 if size == 1 and i in spelt_as_code:
