@@ -146,3 +146,34 @@ def test_an_inheritance_question_answers_with_the_end_it_asks_for(tmp_path) -> N
     for text in ("Which classes extend Response?", "What are the subclasses of Response?"):
         assert set(hits(text)[:2]) == {file_, redirect}, (text, hits(text))
     st.close()
+
+
+def test_a_change_to_a_method_is_a_change_to_its_class(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """"Which commits changed StaticFiles": a commit that changed only one of its methods changed
+    it, and ranks above a commit that changed a neighbouring class of the same file."""
+    from graphmem.retrieval.config import LinkConfig
+
+    st = EmbeddedStore(tmp_path, "members")
+    prov = Provenance("web/static.py", "test")
+    git = Provenance("git", "test")
+    cls, method, other, other_method = ("sym:web/static.py::StaticFiles", "sym:web/static.py::StaticFiles.lookup_path",
+                                        "sym:web/static.py::Mount", "sym:web/static.py::Mount.url")
+    own, neighbour = "commit:" + "1" * 40, "commit:" + "2" * 40
+    nodes = [Node("file:web/static.py", "web/static.py", prov)]
+    nodes += [Node(k, k.rsplit("::", 1)[1], prov, {"qualname": k.rsplit("::", 1)[1]}) for k in (cls, method, other, other_method)]
+    nodes += [Node(own, "More robust path check", git, {"committed_at": "2024-01-01T00:00:00Z", "parents": ["a" * 40]}),
+              Node(neighbour, "Tidy url building", git, {"committed_at": "2024-02-01T00:00:00Z", "parents": ["b" * 40]})]
+    rels = [Relationship("file:web/static.py", RelType.CONTAINS, k, prov) for k in (cls, other)]
+    rels += [Relationship(cls, RelType.CONTAINS, method, prov), Relationship(other, RelType.CONTAINS, other_method, prov),
+             Relationship(own, RelType.MODIFIED, method, git), Relationship(neighbour, RelType.MODIFIED, other_method, git),
+             Relationship(neighbour, RelType.MODIFIED, other, git), Relationship(own, RelType.CHANGED, "file:web/static.py", git),
+             Relationship(neighbour, RelType.CHANGED, "file:web/static.py", git)]
+    st.upsert(nodes, rels, [])
+
+    def commits(config: LinkConfig) -> list[str]:
+        hits = GraphRetriever(st, link_config=config).retrieve(parse_question("Which commits changed StaticFiles?")).hits
+        return [h.key for h in hits if h.key.startswith("commit:")]
+
+    assert commits(LinkConfig())[0] == own
+    assert commits(LinkConfig(member_change_weight=0.0))[0] == neighbour  # without it, the neighbour's change won
+    st.close()

@@ -33,6 +33,7 @@ class LinkReason(Enum):
     IN_WINDOW = "in the time the question names"
     STEPPED = "one step from what the question names"  # "the function that calls X"
     DESCRIBED = "the kind the question describes, next to what it names"
+    MEMBER = "a member of the code the question names"  # "which commits changed StaticFiles": its methods
     FACT = "in an extracted fact the question reads like"
     LEXICAL = "found by words or meaning"
 

@@ -54,6 +54,10 @@ def walk(store: GraphStore, cat: Catalog, q: Question, linked: dict[str, Link], 
     # A node with very many relationships (a service with thousands of files) is crossed only by
     # the types the question names and by its rarer types (owners, dependencies).
     hub = Hub(config.hub_degree, config.hub_type_limit, frozenset(t.value for t in q.rel_types))
+    # A question for the commits or releases that changed the code it names (for its latest change,
+    # ``_newest_change_first`` counts its members' changes already).
+    history = (bool({RelType.MODIFIED, RelType.CHANGED} & set(q.rel_types)) and not q.latest_change
+               and bool({NodeKind.COMMIT, NodeKind.RELEASE} & set(q.answer_kinds)))
     for level in range(config.max_depth):
         if not frontier or len(parent) >= config.max_nodes:
             break
@@ -82,6 +86,17 @@ def walk(store: GraphStore, cat: Catalog, q: Question, linked: dict[str, Link], 
                 result.linked.setdefault(key, Link(seeds[key], LinkReason.STEPPED, rel.value))
             for key in named if stepped else ():
                 seeds[key] *= link_config.stepped_from_weight
+        if history and level == 0:
+            # "Which releases changed StaticFiles": a change to one of its methods changes it.
+            for key, link in linked.items():
+                if not link.named or not key.startswith("sym:"):
+                    continue
+                members = sorted({e.other for e in by_origin.get(key, []) if e.step.type == RelType.CONTAINS.value
+                                  and e.step.src == key and e.other.startswith("sym:")})
+                weight = seeds.get(key, 0.0) * link_config.member_change_weight / max(len(members), 1)
+                for member in members if weight > 0 else ():
+                    seeds[member] = max(seeds.get(member, 0.0), weight)
+                    result.linked.setdefault(member, Link(weight, LinkReason.MEMBER, key))
         if described and level == 0:
             near = [key for key in frontier if cat.nodes.get(key, (None,))[0] in described]
             # "the incident that hit notifications": the neighbours of what the question names
