@@ -401,6 +401,25 @@ def test_a_code_file_is_named_as_a_module_only_when_the_word_is_framed_as_code(t
     assert linked(cat, "What does the _pytest.config package import?") == {package}
 
 
+def test_a_member_with_a_short_name_is_linked_only_when_spelt_as_code(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """"Walk", "Swap()" and "`name`" are too short to link as plain words, but spelt exactly so and
+    written as code they name the members; a constructor named as its class is the class's."""
+    store = EmbeddedStore(tmp_path / "home", "short")
+    prov = Provenance("mux.go", "test")
+    members = {"Router.Walk": "sym:mux.go::Router.Walk", "nodes.Swap": "sym:tree.go::nodes.Swap",
+               "Decl.name": "sym:ast.py::Decl.name", "Gson.Gson": "sym:Gson.java::Gson.Gson"}
+    store.upsert([Node(k, q.rsplit(".", 1)[1], prov, {"symbol_kind": "method", "qualname": q}) for q, k in members.items()],
+                 [], [])
+    cat = Catalog.build(store)
+    store.close()
+    assert linked(cat, "When was the Walk method added?") == {members["Router.Walk"]}
+    assert linked(cat, "Who invokes Swap() in chi?") == {members["nodes.Swap"]}
+    assert linked(cat, "What does `name` return?") == {members["Decl.name"]}
+    assert linked(cat, "How do I walk the routes?") == set()  # a plain word
+    assert linked(cat, "Where is the name attribute set?") == set()  # framed, but a plain English word
+    assert members["Gson.Gson"] not in linked(cat, "Which class in Gson parses JSON?")
+
+
 def test_a_removed_module_that_shares_a_technologys_name_answers_which_release_removed_it(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """"Which release removed the graphql module?": the GraphQL technology that commits mention is
     linked too, but the commit at the end of the module's file is the answer."""

@@ -69,6 +69,9 @@ class Catalog:
     # as a plain word, "routing" is a topic.
     modules: dict[str, set[str]] = field(default_factory=dict)
     closed_modules: dict[str, set[str]] = field(default_factory=dict)
+    # Members by a last name too short to be a name alone ("Walk", "Get", "run"): linked only by a
+    # word spelt exactly so and written as code ("the Walk method", "what does Match call").
+    short_members: dict[str, set[str]] = field(default_factory=dict)
 
     @classmethod
     def build(cls, store: GraphStore, *, fuzzy_min_length: int = 5) -> Catalog:
@@ -100,6 +103,8 @@ class Catalog:
             if kind is NodeKind.FILE:
                 for name in module_names(node.key):
                     cat.modules.setdefault(singular(name.lower()), set()).add(node.key)
+            elif kind is NodeKind.SYMBOL and (short := cat._short_member_name(node)):
+                cat.short_members.setdefault(short, set()).add(node.key)
             if kind is NodeKind.COMMIT and node.props.get("parents") == []:
                 cat.root_commits.add(node.key)
             parents = node.props.get("parents")
@@ -128,6 +133,7 @@ class Catalog:
             "merge_commits": self.merge_commits, "titles": self.titles, "fuzzy_names": self.fuzzy_names,
             "rel_types": self.rel_types, "lifetimes": self.lifetimes, "commits_at": self.commits_at,
             "closed_by_name": self.closed_by_name, "modules": self.modules, "closed_modules": self.closed_modules,
+            "short_members": self.short_members,
         })
 
     @classmethod
@@ -155,6 +161,17 @@ class Catalog:
         # Other spellings of the same thing (merged duplicates, "Postgres" for PostgreSQL).
         extra = [a for a in aliases if isinstance(a, str)] if isinstance(aliases, list) else []
         return Catalog._own_names(node, kind) + extra
+
+    @staticmethod
+    def _short_member_name(node: Node) -> str | None:
+        """A member's last name that ``_own_names`` leaves out for being short (not a dunder)."""
+        qual = str(node.props.get("qualname") or node.name or "")
+        owner, _, last = qual.rpartition(".")
+        # Not a constructor named as its class (``Gson.Gson``): the class's name links the class.
+        if not owner or not last.strip("_") or len(last.lstrip("_")) >= 5 or last.startswith("__") \
+                or last == owner.rsplit(".", 1)[-1]:
+            return None
+        return last
 
     @staticmethod
     def _own_names(node: Node, kind: NodeKind) -> list[str]:
@@ -196,7 +213,7 @@ class Catalog:
 _SAVED_AS_IS: dict[str, type | tuple[type, ...]] = {
     "by_name": dict, "incidents_by_number": dict, "root_commits": set, "merge_commits": set, "titles": list,
     "fuzzy_names": list, "rel_types": (frozenset, type(None)), "lifetimes": dict, "commits_at": dict,
-    "closed_by_name": dict, "modules": dict, "closed_modules": dict,
+    "closed_by_name": dict, "modules": dict, "closed_modules": dict, "short_members": dict,
 }
 
 

@@ -166,6 +166,16 @@ def link(cat: Catalog, q: Question, config: LinkConfig, *, names: tuple[list[str
 
     link_names(cat.by_name)
     link_modules(cat.modules)
+    # A member whose name is too short to link alone ("Walk", "Get"): spelt exactly so and written
+    # as code, the word names it ("the Walk method", "what does Match call").
+    for i in sorted(as_code):
+        if (used[i] or i in clitic or words[i] in STOP or (words[i],) in ignore
+                or not (i in spelt_as_code or raw[i][:1].isupper())):  # "the name attribute" is English
+            continue
+        if raw[i] in cat.short_members:
+            add(cat.short_members[raw[i]], 1.0, LinkReason.NAME, raw[i])
+            used[i] = True
+            taken[i].update(cat.short_members[raw[i]])
     # "Which release removed X", "when was X added": code gone from the graph is named too by a
     # question about its history (its node is closed).
     if q.asks_removal or q.asks_creation or q.asks_change:
