@@ -243,6 +243,17 @@ def test_question_reading_finds_a_call_crossed_twice(text: str) -> None:
 
 
 @pytest.mark.parametrize("text,end", [
+    ("What imports starlette.datastructures?", "src"),
+    ("Which files import the concurrency module?", "src"),
+    ("Where is the sessions module imported?", "src"),
+    ("What does routing.py import?", "dst"),
+    ("How are imports resolved?", None),  # a plural noun, not a participle
+])
+def test_question_reading_finds_which_end_of_an_import_is_asked(text: str, end: str | None) -> None:
+    assert parse_question(text, REF).directions.get(RelType.IMPORTS) == end
+
+
+@pytest.mark.parametrize("text,end", [
     ("Which class does FileResponse inherit from?", "dst"),
     ("What does RedirectResponse extend?", "dst"),
     ("What is the base class of FileResponse?", "dst"),

@@ -177,3 +177,26 @@ def test_a_change_to_a_method_is_a_change_to_its_class(tmp_path) -> None:  # typ
     assert commits(LinkConfig())[0] == own
     assert commits(LinkConfig(member_change_weight=0.0))[0] == neighbour  # without it, the neighbour's change won
     st.close()
+
+
+def test_what_imports_a_module_is_the_files_that_import_its_definitions(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """An import names the class it takes ("from web.data import URL"): "what imports web.data"
+    answers with the importing files, not with the module's own classes."""
+    st = EmbeddedStore(tmp_path, "imports")
+    prov = Provenance("web", "test")
+    data, url, headers = "file:web/data.py", "sym:web/data.py::URL", "sym:web/data.py::Headers"
+    requests, routing, other = "file:web/requests.py", "file:web/routing.py", "file:web/other.py"
+    nodes = [Node(k, k[5:], prov) for k in (data, requests, routing, other)]
+    nodes += [Node(k, k.rsplit("::", 1)[1], prov, {"symbol_kind": "class", "qualname": k.rsplit("::", 1)[1]})
+              for k in (url, headers)]
+    rels = [Relationship(data, RelType.CONTAINS, url, prov), Relationship(data, RelType.CONTAINS, headers, prov),
+            Relationship(requests, RelType.IMPORTS, url, prov), Relationship(routing, RelType.IMPORTS, headers, prov),
+            Relationship(data, RelType.IMPORTS, other, prov)]
+    st.upsert(nodes, rels, [])
+    graph = GraphRetriever(st)
+    for text in ("What imports web.data?", "Where is the data module imported?"):
+        hits = [h.key for h in graph.retrieve(parse_question(text)).hits]
+        assert set(hits[:2]) == {requests, routing}, (text, hits)
+    hits = [h.key for h in graph.retrieve(parse_question("What does web.data import?")).hits]
+    assert hits[0] == other, hits
+    st.close()

@@ -376,6 +376,7 @@ _DIRECTED_VERBS: list[tuple[re.Pattern[str], RelType]] = [
     (_USE, RelType.CALLS),
     (_USE, RelType.DEPENDS_ON),
     (re.compile(r"\bsupersed\w*|\breplac\w*", re.IGNORECASE), RelType.SUPERSEDES),
+    (re.compile(r"\bimport(?:s|ed|ing)?\b", re.IGNORECASE), RelType.IMPORTS),
     # Verbs only: "the inheritance of parameters" or "inherited by subclasses" names no end.
     (re.compile(r"\binherit(?:s|ed|ing)?\b|\bextend(?:s|ed|ing)?\b|\bsubclass(?:ed|ing)\b", re.IGNORECASE),
      RelType.INHERITS),
@@ -399,7 +400,8 @@ _ASKS_UNKNOWN_THING = re.compile(
     r"\b(?:which|what)\s+(?!(?:else|exactly|then|now|all|one|ones)\b)(?:[a-z][a-z-]*\s+){1,3}?"
     r"(?:does|do|did|will|would|should|can|could)\b", re.IGNORECASE)
 _KIND_OF_RELATION = {RelType.CALLS: (NodeKind.SYMBOL,), RelType.DEPENDS_ON: (NodeKind.SERVICE,),
-                     RelType.SUPERSEDES: (NodeKind.DECISION,), RelType.INHERITS: (NodeKind.SYMBOL,)}
+                     RelType.SUPERSEDES: (NodeKind.DECISION,), RelType.INHERITS: (NodeKind.SYMBOL,),
+                     RelType.IMPORTS: (NodeKind.FILE, NodeKind.SYMBOL)}
 
 
 def _asking_clause(text: str) -> str:
@@ -441,6 +443,8 @@ def _directions(text: str) -> dict[RelType, str]:
         passive = _PASSIVE.search(text[:m.start()])
         if passive and m.group(0).lower().endswith("ing") and not passive["between"].strip():
             passive = None  # "are depending on", "is calling": the progressive is active
+        if passive and m.group(0).lower().endswith("s"):
+            passive = None  # "how are imports resolved": a noun, not a participle
         if by:  # passive: "superseded by which decision" asks for the subject, "called by X" for the object
             out[rel] = "src" if by.group(1).lower() in ("which", "what", "whom", "who") else "dst"
         elif passive and (passive["between"].strip() or passive["be"].lower() == "being"):

@@ -58,6 +58,8 @@ def walk(store: GraphStore, cat: Catalog, q: Question, linked: dict[str, Link], 
     # ``_newest_change_first`` counts its members' changes already).
     history = (bool({RelType.MODIFIED, RelType.CHANGED} & set(q.rel_types)) and not q.latest_change
                and bool({NodeKind.COMMIT, NodeKind.RELEASE} & set(q.answer_kinds)))
+    # A question for what imports a file it names (its importers import its definitions).
+    imports = q.directions.get(RelType.IMPORTS) == "src"
     for level in range(config.max_depth):
         if not frontier or len(parent) >= config.max_nodes:
             break
@@ -86,10 +88,11 @@ def walk(store: GraphStore, cat: Catalog, q: Question, linked: dict[str, Link], 
                 result.linked.setdefault(key, Link(seeds[key], LinkReason.STEPPED, rel.value))
             for key in named if stepped else ():
                 seeds[key] *= link_config.stepped_from_weight
-        if history and level == 0:
+        if (history or imports) and level == 0:
             # "Which releases changed StaticFiles": a change to one of its methods changes it.
+            # "What imports starlette.datastructures": an import of one of its classes imports it.
             for key, link in linked.items():
-                if not link.named or not key.startswith("sym:"):
+                if not link.named or not key.startswith("sym:" if history else "file:"):
                     continue
                 members = sorted({e.other for e in by_origin.get(key, []) if e.step.type == RelType.CONTAINS.value
                                   and e.step.src == key and e.other.startswith("sym:")})
@@ -126,11 +129,13 @@ def walk(store: GraphStore, cat: Catalog, q: Question, linked: dict[str, Link], 
     # What the question names outright (an id, a name) or whose title it repeats is a subject:
     # "which decision replaced synchronous billing calls" asks for what replaced that title. So
     # are the nodes one step from it that a two-step question goes through ("what calls the
-    # callers of X": X's callers are the way in, their callers the answer).
+    # callers of X": X's callers are the way in, their callers the answer), and the members of
+    # what it names ("what imports datastructures": the module's classes are what is imported).
     # A question that asks for a thing no node kind is ("which database does billing use") is
     # about the organisation nodes it names; code it names may hold the answer itself.
     result.subjects = {key for key, link in result.linked.items()
-                       if q.directions and (link.named or link.reason in (LinkReason.TITLE, LinkReason.STEPPED))
+                       if q.directions and (link.named or link.reason in (LinkReason.TITLE, LinkReason.STEPPED,
+                                                                          LinkReason.MEMBER))
                        and cat.nodes.get(key, (None,))[0] in answer}
     if q.asks_other_thing:
         result.subjects |= {key for key, link in result.linked.items()
