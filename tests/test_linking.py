@@ -281,6 +281,24 @@ def test_a_member_of_a_named_type_is_linked_and_its_namesakes_dropped(catalog: C
     assert PRIVATE_METHOD in found and OTHER_PRIVATE not in found and BUILDER in found
 
 
+TIMES = ["2024-01-01T00:00:00.000000Z", "2024-03-01T00:00:00.000000Z", "2024-06-01T00:00:00.000000Z",
+         "2024-09-01T00:00:00.000000Z"]
+
+
+def _commit_chain(store: EmbeddedStore, times: list[str]) -> list[Node]:
+    """One commit ("release 1.<i>") at each time, each the parent of the next, written as it was made."""
+    from graphmem.model import RelType, Relationship
+
+    git = Provenance("git", "test")
+    shas = [str(i + 1) * 40 for i in range(len(times))]
+    commits = [Node(f"commit:{sha}", f"release 1.{i}", git,
+                    {"parents": [shas[i - 1]] if i else [], "committed_at": t}) for i, (sha, t) in enumerate(zip(shas, times))]
+    for i, node in enumerate(commits):
+        store.upsert([node], [Relationship(node.key, RelType.PARENT, commits[i - 1].key, git, {})] if i else [],
+                     at=times[i])
+    return commits
+
+
 def test_the_commit_that_ended_or_began_a_symbol_answers_removal_and_creation(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """A function added by one release and deleted by a later one: the deleted function is still
     named by "which release removed ...", and the commits at its start and end are the answers."""
@@ -289,14 +307,8 @@ def test_the_commit_that_ended_or_began_a_symbol_answers_removal_and_creation(tm
 
     store = EmbeddedStore(tmp_path, "lifetimes")
     git = Provenance("git", "test")
-    times = ["2024-01-01T00:00:00.000000Z", "2024-03-01T00:00:00.000000Z", "2024-06-01T00:00:00.000000Z",
-             "2024-09-01T00:00:00.000000Z"]
-    shas = [c * 40 for c in "abcd"]
-    commits = [Node(f"commit:{sha}", f"release 1.{i}", git,
-                    {"parents": [shas[i - 1]] if i else [], "committed_at": t}) for i, (sha, t) in enumerate(zip(shas, times))]
-    for i, node in enumerate(commits):
-        store.upsert([node], [Relationship(node.key, RelType.PARENT, commits[i - 1].key, git, {})] if i else [],
-                     at=times[i])
+    times = TIMES
+    commits = _commit_chain(store, times)
     gone = "sym:src/codec.py::decodeLegacyFrame"
     kept = "sym:src/codec.py::encode_frame"
     store.upsert([Node(kept, "encode_frame", Provenance("src/codec.py", "test"), {"qualname": "encode_frame"})],
@@ -428,13 +440,8 @@ def test_a_removed_module_that_shares_a_technologys_name_answers_which_release_r
 
     store = EmbeddedStore(tmp_path, "gone-module")
     git = Provenance("git", "test")
-    times = ["2024-01-01T00:00:00.000000Z", "2024-03-01T00:00:00.000000Z", "2024-06-01T00:00:00.000000Z"]
-    shas = [c * 40 for c in "abc"]
-    commits = [Node(f"commit:{sha}", f"commit {i}", git,
-                    {"parents": [shas[i - 1]] if i else [], "committed_at": t}) for i, (sha, t) in enumerate(zip(shas, times))]
-    for i, node in enumerate(commits):
-        store.upsert([node], [Relationship(node.key, RelType.PARENT, commits[i - 1].key, git, {})] if i else [],
-                     at=times[i])
+    times = TIMES[:3]
+    commits = _commit_chain(store, times)
     graphql = "entity:technology:graphql"
     store.upsert([Node(graphql, "GraphQL", git, {})],
                  [Relationship(commits[0].key, RelType.MENTIONS, graphql, git, {}),
