@@ -175,7 +175,7 @@ def test_a_change_to_a_method_is_a_change_to_its_class(tmp_path) -> None:  # typ
         return [h.key for h in hits if h.key.startswith("commit:")]
 
     assert commits(LinkConfig())[0] == own
-    assert commits(LinkConfig(member_change_weight=0.0))[0] == neighbour  # without it, the neighbour's change won
+    assert commits(LinkConfig(member_weight=0.0))[0] == neighbour  # without it, the neighbour's change won
     st.close()
 
 

@@ -77,17 +77,18 @@ class LinkConfig:
     anchored_lexical_seed_weight: float = 0.02  # the same beside named nodes
     described_seed_weight: float = 0.6  # "the incident that hit X": that kind next to X
     stepped_from_weight: float = 0.2  # what a relative clause steps away from
-    # "Which commits changed StaticFiles": the members of the code a history question names seed
-    # the walk too, together weighing this much against the code itself (a change to a method
-    # changes its class).
-    member_change_weight: float = 1.0
+    # The members of the code a question names seed the walk too, together weighing this much
+    # against the code itself, where a relationship reaches the code through them: "which commits
+    # changed StaticFiles" (a change to a method changes its class), "what imports
+    # starlette.datastructures" (an import takes one of the module's definitions).
+    member_weight: float = 1.0
     # Whether the project's own name (and a service that is the whole project) anchors a question.
     project_name_anchors: bool = False
 
     def __post_init__(self) -> None:
         _nonneg(self, "max_name_words", "fuzzy_min_length", "name_matches", "fuzzy_weight", "name_similarity_weight",
                 "title_weight", "lexical_seed_weight", "anchored_lexical_seed_weight", "described_seed_weight",
-                "stepped_from_weight", "member_change_weight")
+                "stepped_from_weight", "member_weight")
         _unit(self, "name_similarity", "title_overlap")
         _check(0 <= self.fuzzy_cutoff <= 100, "LinkConfig.fuzzy_cutoff must lie in [0, 100]")
 

@@ -96,7 +96,7 @@ def walk(store: GraphStore, cat: Catalog, q: Question, linked: dict[str, Link], 
                     continue
                 members = sorted({e.other for e in by_origin.get(key, []) if e.step.type == RelType.CONTAINS.value
                                   and e.step.src == key and e.other.startswith("sym:")})
-                weight = seeds.get(key, 0.0) * link_config.member_change_weight / max(len(members), 1)
+                weight = seeds.get(key, 0.0) * link_config.member_weight / max(len(members), 1)
                 for member in members if weight > 0 else ():
                     seeds[member] = max(seeds.get(member, 0.0), weight)
                     result.linked.setdefault(member, Link(weight, LinkReason.MEMBER, key))
