@@ -162,8 +162,12 @@ class ProjectIndex:
                 self.go_dirs[posixpath.dirname(path)].append(path)
             elif facts.language == "gomod" and facts.package:
                 self.go_mods.append((posixpath.dirname(path), facts.package))
+        # A directory stands for the package its importers get: its first file is one of that
+        # package, not of its external tests (``package toml_test`` in ``audit_test.go``), whose
+        # name an import would otherwise bind ("toml.Marshal" then resolved to nothing).
+        for paths in self.go_dirs.values():
+            paths.sort(key=lambda p: (p.endswith("_test.go") or self.files[p].package.endswith("_test"), p))
         # Longest module prefix first, so nested modules win.
-        self.go_mods.sort(key=lambda item: -len(item[1]))
         self.go_dir_suffixes: dict[str, list[str]] = defaultdict(list)
         for directory in self.go_dirs:
             parts = directory.split("/") if directory else []

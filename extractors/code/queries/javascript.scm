@@ -7,6 +7,10 @@
 (variable_declarator
   name: (identifier) @name
   value: [(arrow_function) (function_expression) (generator_function)]) @def.function
+; A function value in parentheses: `const f = (function () { ... })`.
+(variable_declarator
+  name: (identifier) @name
+  value: (parenthesized_expression [(arrow_function) (function_expression) (generator_function)])) @def.function
 
 ; Inheritance.
 (class_declaration (class_heritage [(identifier) (member_expression)] @inherit.base)) @inherit.owner

@@ -15,6 +15,14 @@
 (variable_declarator
   name: (identifier) @name
   value: [(arrow_function) (function_expression) (generator_function)]) @def.function
+; A function value in parentheses or under a type assertion: `const f = ((x) => ...) as F`.
+(variable_declarator
+  name: (identifier) @name
+  value: [(parenthesized_expression [(arrow_function) (function_expression) (generator_function)])
+          (as_expression [(arrow_function) (function_expression) (generator_function)
+                          (parenthesized_expression [(arrow_function) (function_expression) (generator_function)])])
+          (satisfies_expression [(arrow_function) (function_expression) (generator_function)
+                                 (parenthesized_expression [(arrow_function) (function_expression) (generator_function)])])]) @def.function
 
 ; Inheritance: extends and implements.
 (class_declaration (class_heritage (extends_clause value: (_) @inherit.base))) @inherit.owner

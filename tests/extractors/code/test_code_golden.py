@@ -155,6 +155,61 @@ def test_typescript_imports_and_inheritance(project_graph):
     assert not any(src.endswith("::UserService") for src, _ in inherits)
 
 
+def test_a_function_value_under_a_type_assertion_is_a_function_and_is_called():
+    """`export const createStore = ((s) => ...) as CreateStore` (zustand's form) defines a
+    function, and `createStore(s)` in a file that imports it by its `.ts` name calls it."""
+    from extractors.code import build_graph, parse_file
+
+    files = {
+        "src/vanilla.ts": parse_file("src/vanilla.ts", b"""const createStoreImpl = (s: S) => s
+export const createStore = ((createState) =>
+  createState ? createStoreImpl(createState) : createStoreImpl) as CreateStore
+export const check = ((x: number) => x > 0) satisfies Check
+"""),
+        "src/react.ts": parse_file("src/react.ts", b"""import { createStore } from './vanilla.ts'
+const createImpl = (createState: S) => {
+  const api = createStore(createState)
+  return api
+}
+"""),
+        "src/legacy.js": parse_file("src/legacy.js", b"const wrap = (function () { return 1 })\n"),
+    }
+    assert {s.qualname: s.kind for s in files["src/vanilla.ts"].symbols} == {
+        "createStoreImpl": "function", "createStore": "function", "check": "function"}
+    assert {s.qualname for s in files["src/legacy.js"].symbols} == {"wrap"}
+    calls = rels(build_graph(files, extractor_version="test", commit="a" * 40), RelType.CALLS)
+    assert ("sym:src/react.ts::createImpl", "sym:src/vanilla.ts::createStore") in calls
+    assert ("sym:src/vanilla.ts::createStore", "sym:src/vanilla.ts::createStoreImpl") in calls
+
+
+def test_a_go_package_is_imported_by_its_own_name_not_its_external_tests():
+    """A directory whose first file (by name) is an external test (`package toml_test`) is still
+    imported as the package `toml`: `toml.Marshal` in another test file calls `Marshal`."""
+    from extractors.code import build_graph, parse_file
+
+    sources = {
+        "go.mod": b"module github.com/acme/toml/v2\n\ngo 1.21\n",
+        "audit_test.go": b"package toml_test\n\nimport \"testing\"\n\nfunc TestAudit(t *testing.T) {}\n",
+        "marshal.go": b"package toml\n\nfunc Marshal(v any) ([]byte, error) { return nil, nil }\n",
+        # A namesake elsewhere: the call is resolved through the import, not by a unique name.
+        "unstable/marshal.go": b"package unstable\n\nfunc Marshal(v any) ([]byte, error) { return nil, nil }\n",
+        "marshal_test.go": b"""package toml_test
+
+import (
+\t"testing"
+
+\t"github.com/acme/toml/v2"
+)
+
+func TestMarshal(t *testing.T) { toml.Marshal(1) }
+""",
+    }
+    files = {path: parse_file(path, data) for path, data in sorted(sources.items())}
+    calls = rels(build_graph(files, extractor_version="test", commit="a" * 40), RelType.CALLS)
+    assert ("sym:marshal_test.go::TestMarshal", "sym:marshal.go::Marshal") in calls
+    assert ("sym:marshal_test.go::TestMarshal", "sym:unstable/marshal.go::Marshal") not in calls
+
+
 def test_tsx_component(project_facts):
     path = "typescript/src/components/UserCard.tsx"
     facts = project_facts[path]
