@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from graphmem.model import Node, NodeKind
 from graphmem.stores.base import GraphStore
 
-CACHE_FORMAT = 2  # of Catalog.to_bytes: a saved catalog of another format is built again
+CACHE_FORMAT = 3  # of Catalog.to_bytes: a saved catalog of another format is built again
 FUZZY_KINDS = frozenset({NodeKind.SERVICE, NodeKind.TEAM, NodeKind.PERSON, NodeKind.ENTITY})
 # Entity types that say nothing about what an entity is (open extraction, capitalised spans).
 GENERIC_ENTITY_TYPES = frozenset({"concept", "entity", "other", "unknown", "misc", "thing"})
@@ -64,9 +64,9 @@ class Catalog:
     # Names of code that no longer exists (closed nodes, also in ``nodes`` but in no other map),
     # linked only by questions about a history (added, changed, removed).
     closed_by_name: dict[tuple[str, ...], set[str]] = field(default_factory=dict)
-    # Code files by their names as modules ("sessions", "starlette.middleware.sessions"), open
-    # and closed, linked only by a word spelt so and written as code or followed by "module":
-    # as a plain word, "routing" is a topic.
+    # Code files by their names as modules, as spelt ("sessions", "starlette.middleware.sessions"),
+    # open and closed, linked only by a word spelt so and written as code or followed by
+    # "module": as a plain word, "routing" is a topic.
     modules: dict[str, set[str]] = field(default_factory=dict)
     closed_modules: dict[str, set[str]] = field(default_factory=dict)
     # Members by a last name too short to be a name alone ("Walk", "Get", "run"): linked only by a
@@ -89,7 +89,7 @@ class Catalog:
                             cat.closed_by_name.setdefault(words, set()).add(node.key)
                     if kind is NodeKind.FILE:
                         for name in module_names(node.key):
-                            cat.closed_modules.setdefault(singular(name.lower()), set()).add(node.key)
+                            cat.closed_modules.setdefault(name, set()).add(node.key)
                 continue
             day = node_date(node, kind)
             if kind is NodeKind.COMMIT and day:
@@ -102,7 +102,7 @@ class Catalog:
                     cat.by_name.setdefault(words, set()).add(node.key)
             if kind is NodeKind.FILE:
                 for name in module_names(node.key):
-                    cat.modules.setdefault(singular(name.lower()), set()).add(node.key)
+                    cat.modules.setdefault(name, set()).add(node.key)
             elif kind is NodeKind.SYMBOL and (short := cat._short_member_name(node)):
                 cat.short_members.setdefault(short, set()).add(node.key)
             if kind is NodeKind.COMMIT and node.props.get("parents") == []:

@@ -7,7 +7,7 @@ and no code reads the message.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
@@ -15,8 +15,7 @@ import numpy as np
 
 from graphmem.model import NodeKind
 from graphmem.retrieval.config import LinkConfig
-from graphmem.retrieval.graph.catalog import (IDENT_LIKE, STOP, WORD, Catalog, common_noun, module_names, singular,
-                                              words_of)
+from graphmem.retrieval.graph.catalog import IDENT_LIKE, STOP, WORD, Catalog, common_noun, singular, words_of
 from graphmem.retrieval.question import Question
 
 
@@ -107,6 +106,13 @@ def link(cat: Catalog, q: Question, config: LinkConfig, *, names: tuple[list[str
     # The question asks for people or their work (an author, a fixer, an owner, commits).
     people = bool(set(q.answer_kinds) & {NodeKind.PERSON, NodeKind.TEAM, NodeKind.COMMIT} or q.rel_types)
 
+    def claim(i: int, size: int, keys: Collection[str], written: str) -> None:
+        """Link ``keys`` as named by the words ``i .. i + size`` (``written``), which are then taken."""
+        add(keys, 1.0, LinkReason.NAME, written)
+        used[i:i + size] = [True] * size
+        for j in range(i, i + size):
+            taken[j].update(keys)
+
     def free(i: int, size: int, closed: bool) -> bool:
         # Code that is gone may share its name with an entity the documents mention: "the graphql
         # module" of a question about its history is the module as well as the GraphQL technology.
@@ -140,10 +146,7 @@ def link(cat: Catalog, q: Question, config: LinkConfig, *, names: tuple[list[str
                         continue
                 if size == 1 and i in spelt_as_code:
                     keys = _same_spelling(keys, raw[i])
-                add(keys, 1.0, LinkReason.NAME, " ".join(raw[i:i + size]))
-                used[i:i + size] = [True] * size
-                for j in range(i, i + size):
-                    taken[j].update(keys)
+                claim(i, size, keys, " ".join(raw[i:i + size]))
                 if plain is not None and size == 1 and raw[i].islower():
                     plain.update(k for k in keys if common_noun(k))
 
@@ -156,13 +159,8 @@ def link(cat: Catalog, q: Question, config: LinkConfig, *, names: tuple[list[str
             if (not free(i, 1, closed) or i in clitic or words[i] in STOP or words[i] in _DETERMINERS
                     or (words[i],) in ignore):  # the project's own package is the project
                 continue
-            if i not in spelt_as_code and not (i + 1 < len(words) and words[i + 1] == "module"):
-                continue
-            keys = {k for k in modules.get(words[i], ()) if raw[i] in module_names(k)}
-            if keys:
-                add(keys, 1.0, LinkReason.NAME, raw[i])
-                used[i] = True
-                taken[i].update(keys)
+            if raw[i] in modules and (i in spelt_as_code or (i + 1 < len(words) and words[i + 1] == "module")):
+                claim(i, 1, modules[raw[i]], raw[i])
 
     link_names(cat.by_name)
     link_modules(cat.modules)
@@ -173,9 +171,7 @@ def link(cat: Catalog, q: Question, config: LinkConfig, *, names: tuple[list[str
                 or not (i in spelt_as_code or raw[i][:1].isupper())):  # "the name attribute" is English
             continue
         if raw[i] in cat.short_members:
-            add(cat.short_members[raw[i]], 1.0, LinkReason.NAME, raw[i])
-            used[i] = True
-            taken[i].update(cat.short_members[raw[i]])
+            claim(i, 1, cat.short_members[raw[i]], raw[i])
     # "Which release removed X", "when was X added": code gone from the graph is named too by a
     # question about its history (its node is closed).
     if q.asks_removal or q.asks_creation or q.asks_change:
