@@ -84,11 +84,14 @@ class LinkConfig:
     member_weight: float = 1.0
     # Whether the project's own name (and a service that is the whole project) anchors a question.
     project_name_anchors: bool = False
+    # "Which middleware ...": the project's types named after the noun make a sort of thing when
+    # there are this many of them (one type so named is a name, not a convention).
+    sort_min_members: int = 2
 
     def __post_init__(self) -> None:
         _nonneg(self, "max_name_words", "fuzzy_min_length", "name_matches", "fuzzy_weight", "name_similarity_weight",
                 "title_weight", "lexical_seed_weight", "anchored_lexical_seed_weight", "described_seed_weight",
-                "stepped_from_weight", "member_weight")
+                "stepped_from_weight", "member_weight", "sort_min_members")
         _unit(self, "name_similarity", "title_overlap")
         _check(0 <= self.fuzzy_cutoff <= 100, "LinkConfig.fuzzy_cutoff must lie in [0, 100]")
 

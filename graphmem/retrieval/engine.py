@@ -22,7 +22,7 @@ from graphmem.errors import ModelError
 from graphmem.model import FUNCTION_KINDS, REL_ENDPOINTS, Chunk, Node, NodeKind, RelType, kind_of
 from graphmem.retrieval.config import DEFAULT_MODE, RerankConfig, RetrievalConfig, preset
 from graphmem.retrieval.fusion import reciprocal_rank_fusion, rrf_k
-from graphmem.retrieval.graph import UNANCHORING_KINDS, GraphResult, GraphRetriever
+from graphmem.retrieval.graph import UNANCHORING_KINDS, GraphResult, GraphRetriever, sorts
 from graphmem.retrieval.indexes import Indexes
 from graphmem.retrieval.learned import (CandidateSignals, QuestionSignals, apply_floor, demote_subjects, load_model,
                                        matrix, outside_scope_last, spread_over_files)
@@ -237,6 +237,9 @@ class Retriever:
             else:
                 scores = self.reranker.score(answer.query, [texts[key] for key, _ in head], spec.rerank)
                 head = [(key, float(sc)) for (key, _), sc in sorted(zip(head, scores), key=lambda p: -p[1])]
+                if spec.fusion.scope_last:  # the reranker orders the answers within the question's scope
+                    dealt = [score for _, score in head]  # in falling order, dealt out again as in ``fuse``
+                    head = list(zip(_scoped([key for key, _ in head], cands), dealt))
             timings["rerank"] = _ms(t)
         head = head[:k]
         evidence = (early.result() if early is not None
@@ -363,6 +366,8 @@ class Retriever:
             timings["graph"] = _ms(t)
         if question.asks_type:
             self._lift_methods(cands, keep)
+        if cands.graph is not None and cands.graph.sort:
+            _lift_holders(cands, keep)
         if question.asks_callable:
             symbols = sorted({key for ranking in cands.rankings.values() for key in ranking if key.startswith("sym:")})
             cands.shapes = {key: str(node.props.get("symbol_kind", "")) for key, node in
@@ -416,8 +421,8 @@ class Retriever:
         order = sorted(keys, key=lambda key: (-by_key[key], key))
         order = demote_subjects(order, {key for key in keys if signals[key].subject}, fusion.subject_rank)
         order = apply_floor(order, lists, fusion.floor_top, fusion.floor_rank)
-        if fusion.scope_last and cands.graph is not None:
-            order = outside_scope_last(order, cands.graph.outside, cands.graph.inside, cands.question.asks_tests)
+        if fusion.scope_last:
+            order = _scoped(order, cands)
         if not cands.question.answer_kinds:
             order = spread_over_files(order, fusion.file_spread, fusion.spread_window)
         # The rules above move some keys past others: the model's scores are dealt out again in the
@@ -478,6 +483,48 @@ class Retriever:
             for edge in self.store.incident_edges(commits, rel_types=[RelType.RELEASED_IN.value], direction="out"):
                 out.setdefault(edge.origin, []).append(Path((edge.origin, edge.other), (edge.step,)))
         return out
+
+
+# Kinds of node no "where is ..." question asks for: events and people, not places.
+_NO_PLACES = frozenset({NodeKind.COMMIT, NodeKind.RELEASE, NodeKind.PERSON, NodeKind.TEAM, NodeKind.SESSION})
+
+
+def _scoped(order: list[str], cands: Candidates) -> list[str]:
+    """``order`` with what lies outside the question's scope moved after the rest: code outside the
+    packages it places its answer in, code that is not test code when it asks for tests, what is
+    not of the sort of thing it asks for by name ("which middleware ..."), and what is no place
+    when it asks where something is."""
+    g = cands.graph
+    if g is None:
+        return order
+    order = outside_scope_last(order, g.outside, g.inside, cands.question.asks_tests)
+    if g.sort:
+        order = [key for key in order if key in g.sort] + [key for key in order if key not in g.sort]
+    if cands.question.asks_place:
+        order = ([key for key in order if kind_of(key) not in _NO_PLACES]
+                 + [key for key in order if kind_of(key) in _NO_PLACES])
+    return order
+
+
+def _lift_holders(cands: Candidates, keep: Any) -> None:
+    """For "which middleware compresses responses": each piece of code a list found brings, right
+    after it, the type of the asked sort that holds it (its class, or the one such type in its file:
+    see ``graphmem.retrieval.graph.sorts``), with the same score."""
+    assert cands.graph is not None
+    members = cands.graph.sort
+    places = sorts.by_path(members)
+    for name, ranking in cands.rankings.items():
+        scores = cands.scores.get(name)
+        lifted: list[str] = []
+        for key in ranking:
+            if key not in lifted:
+                lifted.append(key)
+            holder = None if key in members else sorts.holder_of(key, members, places)
+            if holder is not None and holder not in lifted and keep(holder, None):
+                lifted.append(holder)
+                if scores is not None and holder not in scores:
+                    scores[holder] = scores.get(key, 0.0)
+        cands.rankings[name] = lifted[:len(ranking)]
 
 
 def _filter(kinds: set[NodeKind] | None, path_prefix: str | None):  # type: ignore[no-untyped-def]

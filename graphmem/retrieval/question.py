@@ -280,6 +280,14 @@ class Question:
     inside: tuple[str, ...] = ()
     # "which tests cover X", "where is X tested": the answer is test code.
     asks_tests: bool = False
+    # "Which middleware compresses responses?", "what exception is raised when ...", "which response
+    # class streams a file?": the question asks for a thing by a noun that is no node kind (lower
+    # case, as written). Where the project's type names end with it (``GZipMiddleware``), those types are
+    # the answers (see ``graphmem.retrieval.graph.sorts``).
+    sort_noun: str = ""
+    # "Where is X defined?", "where are path variables extracted?": the answer is a place (code, a
+    # file, a document), not a commit, a release or a person.
+    asks_place: bool = False
 
     def keep_relationships(self, held: Collection[str]) -> None:
         """Forget the relationships (and their directions and steps) whose type is not in ``held``:
@@ -310,6 +318,7 @@ class Question:
                 "asks_creation": self.asks_creation,
                 "asks_type": self.asks_type, "asks_callable": self.asks_callable, "asks_in_force": self.asks_in_force,
                 "asks_other_thing": self.asks_other_thing, "asks_tests": self.asks_tests,
+                "sort_noun": self.sort_noun or None, "asks_place": self.asks_place,
                 "step": [self.step[0].value, self.step[1]] if self.step else None,
                 "adrs": list(self.adr_numbers), "incidents": list(self.incident_numbers),
                 "tickets": list(self.tickets), "shas": list(self.shas), "time": self.time.as_dict()}
@@ -525,6 +534,25 @@ _OUTSIDE_OWN = re.compile(r"\boutside\s+(?:of\s+)?(?:its|their)\s+own\s+(?:packa
 # (not "the test that verifies X", which names a test as the place of something else).
 _ASKS_TESTS = re.compile(r"\b(?:which|what)\s+(?:unit\s+|integration\s+)?tests?\b(?!\s+(?:file|suite|helper|util))"
                          r"|\bwhere\s+(?:is|are)\s+.{1,60}?\s+tested\b", re.IGNORECASE)
+# A question that opens by asking for a thing by a noun ("Which middleware compresses ...", "what
+# exception is raised ...", "which response class ..."), the noun its subject: "what value does X
+# return" asks about a value X gives, not for a type of value.
+_SORT_NOUN = re.compile(r"^\s*(?:which|what)\s+([A-Za-z]+)(?:\s+(?:class|classes|type|types))?\s+(?!(?:do|does|did)\b)\w",
+                        re.IGNORECASE)
+# Nouns the reader knows as node kinds or as words for code in general (the answer patterns above),
+# and words that pick rather than name.
+_NOT_SORTS = frozenset({
+    "team", "service", "system", "commit", "change", "changeset", "release", "version", "decision", "adr",
+    "incident", "outage", "postmortem", "file", "module", "package", "directory", "folder", "code", "function",
+    "method", "class", "endpoint", "handler", "symbol", "caller", "callee", "type", "interface", "struct",
+    "helper", "people", "person", "engineer", "developer", "author", "test", "session", "transcript", "other",
+    "kind", "part", "thing", "way", "place", "line", "is", "are", "was", "were", "happen", "happened",
+    "one", "two", "three", "four", "first", "last", "main", "single", "specific", "exact", "new", "old",
+    "do", "does", "did", "can", "could", "would", "should", "will", "must", "might", "has", "have", "had"})
+# "Where is X defined?", "where are path variables extracted?", "where does X happen?": the answer
+# is a place (code, a file, a document), not a commit, a release or a person. ("Where was X
+# changed?" asks about history.)
+_ASKS_PLACE = re.compile(r"^\s*where\s+(?:is|are|does|do|can|should|would|will|must)\b", re.IGNORECASE)
 _INSIDE_PATH = re.compile(r"\b(?:in|under|within|inside)\s+(?:the\s+)?" + _DIRECTORY, re.IGNORECASE)
 _INSIDE_NAME = re.compile(r"\b(?:in|under|within|inside)\s+the\s+[`'\"]?([\w.-]+)[`'\"]?\s+"
                           r"(?:sub)?(?:package|module|director(?:y|ies)|folder)\b", re.IGNORECASE)
@@ -614,6 +642,10 @@ def parse_question(text: str, now: datetime | None = None, *, sessions: bool = F
     q.outside = tuple(dict.fromkeys(m.group(1).rstrip("/") for m in _OUTSIDE_PATH.finditer(text)))
     q.outside_own = bool(_OUTSIDE_OWN.search(text))
     q.asks_tests = bool(_ASKS_TESTS.search(text))
+    q.asks_place = bool(_ASKS_PLACE.match(text))
+    if ((m := _SORT_NOUN.match(read)) and not {noun := m.group(1).lower(), noun.removesuffix("s")} & _NOT_SORTS
+            and not any(pattern.fullmatch(noun) for pattern, _ in (*_REL_WORDS, _COMING_AND_GOING, _IMPLEMENT))):
+        q.sort_noun = noun  # not a verb the reader knows: "what calls X", "what changed"
     q.inside = tuple(dict.fromkeys([m.group(1) for m in _INSIDE_PATH.finditer(text)]
                                    + [m.group(1) for m in _INSIDE_NAME.finditer(text)]))
     return q

@@ -26,6 +26,7 @@ from graphmem.retrieval.graph.catalog import Catalog, node_date, words_of
 from graphmem.retrieval.graph.layer import EntityLayer, rank_passages
 from graphmem.retrieval.graph.linking import Link, LinkReason, link, reference_date
 from graphmem.retrieval.graph.result import GraphHit, GraphResult
+from graphmem.retrieval.graph.sorts import sort_members
 from graphmem.retrieval.graph.walk import edge_weights, walk
 from graphmem.retrieval.question import Question
 from graphmem.retrieval.files import write_bytes_atomic
@@ -322,13 +323,16 @@ class GraphRetriever:
         # The entity layer is the graph as it is now, without dates: it answers questions that
         # name no organisation node, ask for no kind but passages, and speak of no time that
         # the graph's dated nodes could answer.
+        sort = sort_members(cat, q, self.link_config.sort_min_members)
         if not anchored and timeless and asked <= {NodeKind.DOCUMENT, NodeKind.ENTITY}:
             layer = self._layer(built)
             if layer is not None:
                 # Over prose, a name is what the question capitalises: "mother" is no film title here.
                 linked = {key: lk for key, lk in linked.items() if key not in plain or not lk.named}
-                return rank_passages(layer, cat, q, linked, lexical_seeds, k,
-                                     fact_vectors=self._fact_vectors(built, layer), query_vec=query_vec)
+                ranked = rank_passages(layer, cat, q, linked, lexical_seeds, k,
+                                       fact_vectors=self._fact_vectors(built, layer), query_vec=query_vec)
+                ranked.sort = sort
+                return ranked
         # Lexical and vector hits seed the search when the question names nothing; next to named
         # nodes they only nudge it (as seeds they would outrank what the named nodes lead to).
         cfg = self.link_config
@@ -338,7 +342,7 @@ class GraphRetriever:
                 seeds[key] = lexical_weight / (rank + 1)
         result = GraphResult([], seeds, dict(linked), anchored=anchored, named=bool(linked),
                              outside=excluded_packages(q, linked),
-                             inside=scope_paths(q.inside, cat) if q.inside else set())
+                             inside=scope_paths(q.inside, cat) if q.inside else set(), sort=sort)
         if not seeds:
             return result
         return walk(self.store, cat, q, linked, result, k=k, as_of=as_of, config=self.walk_config, link_config=cfg)

@@ -7,10 +7,10 @@ import marshal
 import re
 from dataclasses import dataclass, field
 
-from graphmem.model import Node, NodeKind
+from graphmem.model import CLASS_KINDS, Node, NodeKind
 from graphmem.stores.base import GraphStore
 
-CACHE_FORMAT = 3  # of Catalog.to_bytes: a saved catalog of another format is built again
+CACHE_FORMAT = 4  # of Catalog.to_bytes: a saved catalog of another format is built again
 FUZZY_KINDS = frozenset({NodeKind.SERVICE, NodeKind.TEAM, NodeKind.PERSON, NodeKind.ENTITY})
 # Entity types that say nothing about what an entity is (open extraction, capitalised spans).
 GENERIC_ENTITY_TYPES = frozenset({"concept", "entity", "other", "unknown", "misc", "thing"})
@@ -72,10 +72,15 @@ class Catalog:
     # Members by a last name too short to be a name alone ("Walk", "Get", "run"): linked only by a
     # word spelt exactly so and written as code ("the Walk method", "what does Match call").
     short_members: dict[str, set[str]] = field(default_factory=dict)
+    # Types by the last word of their name, singular and in lower case ("middleware" for
+    # ``GZipMiddleware`` and ``CORSMiddleware``, "error" for ``ParseError``): the sort of thing a
+    # project's naming makes each (see ``graphmem.retrieval.graph.sorts``).
+    sorts: dict[str, set[str]] = field(default_factory=dict)
 
     @classmethod
     def build(cls, store: GraphStore, *, fuzzy_min_length: int = 5) -> Catalog:
         cat = cls()
+        types: list[tuple[str, str, list[str]]] = []  # open types: key, own name, names of their bases
         for node in store.iter_nodes(include_closed=True):
             kind = node.kind  # read from the key: once per node, not once per test below
             if kind in (NodeKind.SYMBOL, NodeKind.FILE):
@@ -103,8 +108,11 @@ class Catalog:
             if kind is NodeKind.FILE:
                 for name in module_names(node.key):
                     cat.modules.setdefault(name, set()).add(node.key)
-            elif kind is NodeKind.SYMBOL and (short := cat._short_member_name(node)):
-                cat.short_members.setdefault(short, set()).add(node.key)
+            elif kind is NodeKind.SYMBOL:
+                if short := cat._short_member_name(node):
+                    cat.short_members.setdefault(short, set()).add(node.key)
+                if node.props.get("symbol_kind") in CLASS_KINDS:
+                    types.append((node.key, _type_name(node), base_names(str(node.props.get("signature") or ""))))
             if kind is NodeKind.COMMIT and node.props.get("parents") == []:
                 cat.root_commits.add(node.key)
             parents = node.props.get("parents")
@@ -116,6 +124,7 @@ class Catalog:
                     cat.incidents_by_number[int(m.group(1))] = node.key
             if kind in (NodeKind.DECISION, NodeKind.INCIDENT) and node.name:
                 cat.titles.append((node.key, {singular(w) for w in words_of(node.name)} - STOP))
+        cat.sorts = type_sorts(types)
         cat.rel_types = frozenset(store.counts().rels)
         cat.fuzzy_names = sorted({words[0] for words, keys in cat.by_name.items()
                                   if len(words) == 1 and len(words[0]) >= fuzzy_min_length
@@ -133,7 +142,7 @@ class Catalog:
             "merge_commits": self.merge_commits, "titles": self.titles, "fuzzy_names": self.fuzzy_names,
             "rel_types": self.rel_types, "lifetimes": self.lifetimes, "commits_at": self.commits_at,
             "closed_by_name": self.closed_by_name, "modules": self.modules, "closed_modules": self.closed_modules,
-            "short_members": self.short_members,
+            "short_members": self.short_members, "sorts": self.sorts,
         })
 
     @classmethod
@@ -213,8 +222,65 @@ class Catalog:
 _SAVED_AS_IS: dict[str, type | tuple[type, ...]] = {
     "by_name": dict, "incidents_by_number": dict, "root_commits": set, "merge_commits": set, "titles": list,
     "fuzzy_names": list, "rel_types": (frozenset, type(None)), "lifetimes": dict, "commits_at": dict,
-    "closed_by_name": dict, "modules": dict, "closed_modules": dict, "short_members": dict,
+    "closed_by_name": dict, "modules": dict, "closed_modules": dict, "short_members": dict, "sorts": dict,
 }
+
+
+_LAST_WORD = re.compile(r"(?:[A-Z]+(?![a-z])|[A-Z]?[a-z0-9]+)$")
+# The bases a type's signature names: Python's "class X(Base, metaclass=M)", and "extends A
+# implements B, C" of Java, TypeScript and JavaScript.
+_PY_BASES = re.compile(r"\bclass\s+\w+\s*(?:\[[^\]]*\])?\s*\(([^)]*)\)")
+_EXTENDS = re.compile(r"\b(?:extends|implements)\s+([\w.$<>\[\], ]+)")
+_BRACKETED = re.compile(r"<[^<>]*>|\[[^\[\]]*\]")
+
+
+def _type_name(node: Node) -> str:
+    return str(node.props.get("qualname") or node.name or "").rsplit(".", 1)[-1]
+
+
+def sort_word(name: str) -> str | None:
+    """The last word of a type's name, singular and in lower case: "middleware" for
+    ``GZipMiddleware``, "error" for ``ParseError``, "response" for ``Response``."""
+    m = _LAST_WORD.search(name.rstrip("_"))
+    return singular(m.group().lower()) if m else None
+
+
+def base_names(signature: str) -> list[str]:
+    """The last names of the bases a type's signature names (``Exception`` of
+    "class ClientDisconnect(Exception)", ``RuntimeException`` of "class X extends RuntimeException")."""
+    found = [m.group(1) for m in (_PY_BASES.search(signature), _EXTENDS.search(signature)) if m]
+    out = []
+    for text in found:
+        for _ in range(3):  # generic arguments, nested up to three deep
+            text = _BRACKETED.sub("", text)
+        for part in text.replace(",", " ").split():
+            if "=" not in part and part not in ("implements", "extends") and (last := part.rsplit(".", 1)[-1]):
+                out.append(last)
+    return out
+
+
+def type_sorts(types: list[tuple[str, str, list[str]]]) -> dict[str, set[str]]:
+    """Types by sort: each type is of the sort its own name's last word makes, and of its bases'
+    sorts, through the project's own types too (``ClientDisconnect(Exception)`` is an exception;
+    a subclass of ``HTTPException`` is one as well)."""
+    by_name: dict[str, set[str]] = {}  # a type's name -> its sorts (same-named types share them)
+    for _, name, bases in types:
+        words = {w for w in (sort_word(name), *(sort_word(b) for b in bases)) if w}
+        by_name.setdefault(name, set()).update(words)
+    for _ in range(4):  # bases of bases, a few levels up
+        grew = False
+        for _, name, bases in types:
+            more = set().union(*(by_name.get(b, set()) for b in bases)) - by_name[name] if bases else set()
+            if more:
+                by_name[name] |= more
+                grew = True
+        if not grew:
+            break
+    out: dict[str, set[str]] = {}
+    for key, name, _ in types:
+        for word in by_name[name]:
+            out.setdefault(word, set()).add(key)
+    return out
 
 
 PACKAGE_FILES = frozenset({"__init__", "index", "mod", "package-info"})  # a file that stands for its folder

@@ -32,6 +32,9 @@ class GraphResult:
     inside: set[str] = field(default_factory=set)
     bridged: set[str] = field(default_factory=set)  # layer hits reached through another passage into
     # the entity they are about (the next hop of a multi-hop question)
+    # The project's types of the sort the question asks for by a noun ("which middleware ...";
+    # ``graphmem.retrieval.graph.sorts``): the answers are among them.
+    sort: set[str] = field(default_factory=set)
 
     def messages(self) -> dict[str, str]:
         """Why each linked node was linked, for people."""

@@ -1,0 +1,158 @@
+"""A question that asks for a sort of thing by a noun ("which middleware ...") and the types a
+project's naming makes of that sort."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from graphmem.api import Graphmem
+from graphmem.config import Settings
+from graphmem.retrieval.graph.catalog import base_names, type_sorts
+from graphmem.retrieval.question import parse_question
+
+
+@pytest.mark.parametrize("text,noun", [
+    ("Which middleware compresses responses?", "middleware"),
+    ("What exception is raised when the client disconnects?", "exception"),
+    ("Which response class streams a file from disk?", "response"),
+    ("Which convertors parse paths?", "convertors"),
+    ("What value does url_path_for return?", ""),  # the value X gives, not a type of value
+    ("Which function parses dates?", ""),  # a node kind the reader knows
+    ("Which two methods build the URL?", ""),  # a number picks, it names no sort
+    ("Where is the middleware that compresses responses?", ""),  # asks for a place
+    ("What calls _prepareconfig()?", ""),  # a verb the reader knows, not a noun
+    ("What changed in the router?", ""),
+])
+def test_a_question_asking_for_a_thing_by_a_noun_names_its_sort(text: str, noun: str) -> None:
+    assert parse_question(text).sort_noun == noun
+
+
+def test_a_type_is_of_the_sort_its_name_and_its_bases_make() -> None:
+    assert base_names("class ClientDisconnect(Exception)") == ["Exception"]
+    assert base_names("class Box(Generic[T], metaclass=ABCMeta)") == ["Generic"]
+    assert base_names("public class Oops extends RuntimeException implements Comparable<Oops<X>>") == [
+        "RuntimeException", "Comparable"]
+    assert base_names("class Plain:") == []
+    sorts = type_sorts([("k:http", "HTTPException", ["Exception"]), ("k:404", "NotFound", ["HTTPException"]),
+                        ("k:gzip", "GZipMiddleware", []), ("k:deep", "Gone", ["NotFound"])])
+    assert sorts["exception"] == {"k:http", "k:404", "k:deep"}  # through the project's own bases
+    assert sorts["middleware"] == {"k:gzip"} and sorts["found"] == {"k:404", "k:deep"}
+
+
+_FILES = {
+    "web/middleware/gzip.py": '''
+class GZipResponder:
+    def __init__(self, app, minimum_size):
+        self.app = app
+        self.minimum_size = minimum_size
+
+    def compress_body(self, body):
+        """Compress a response body with gzip when it is large enough."""
+        return gzip.compress(body) if len(body) >= self.minimum_size else body
+
+
+class GZipMiddleware:
+    def __init__(self, app, minimum_size=500):
+        self.app = app
+        self.minimum_size = minimum_size
+''',
+    "web/middleware/cors.py": '''
+class CORSMiddleware:
+    """Answers cross-origin preflight requests."""
+
+    def __init__(self, app, allow_origins=()):
+        self.app = app
+        self.allow_origins = allow_origins
+''',
+    "web/middleware/sessions.py": '''
+class SessionMiddleware:
+    """Signs the session cookie."""
+
+    def __init__(self, app, secret_key):
+        self.app = app
+        self.secret_key = secret_key
+''',
+    "web/requests.py": '''
+class ClientDisconnect(Exception):
+    pass
+
+
+class HTTPException(Exception):
+    def __init__(self, status_code):
+        self.status_code = status_code
+
+
+class Request:
+    async def body(self):
+        """Read the whole body; raise ClientDisconnect when the client disconnects first."""
+        message = await self.receive()
+        if message["type"] == "http.disconnect":
+            raise ClientDisconnect()
+        return message["body"]
+''',
+    "docs/compression.md": "# Compression\n\nResponses are compressed with gzip when they are large enough.\n",
+}
+
+
+@pytest.fixture(scope="module")
+def web(tmp_path_factory: pytest.TempPathFactory, embedder: Any) -> Any:
+    repo = tmp_path_factory.mktemp("web-repo")
+    for rel, text in _FILES.items():
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text(text.lstrip())
+    gm = Graphmem(Settings(store="embedded", home=tmp_path_factory.mktemp("web-home")), "web", embedder=embedder,
+                  reranker=None)
+    gm.ingest(Path(repo))
+    yield gm
+    gm.close()
+
+
+@pytest.mark.parametrize("text,first", [
+    ("Which middleware compresses responses?", "sym:web/middleware/gzip.py::GZipMiddleware"),
+    ("What exception is raised when the client disconnects?", "sym:web/requests.py::ClientDisconnect"),
+])
+def test_a_question_asking_for_a_sort_answers_with_types_of_that_sort(web: Any, text: str, first: str) -> None:
+    """The type that holds the code found for the words comes first (``GZipMiddleware`` for the
+    compressing method of its file), and the other types of the sort come before other code."""
+    keys = web.query(text, mode="hybrid", k=3).keys
+    assert keys[0] == first, keys
+    sort = "Middleware" if "middleware" in text else "Exception"
+    assert all(key.endswith(sort) or key == first for key in keys[:2]), keys
+
+
+@pytest.mark.parametrize("text,place", [
+    ("Where are path variables extracted from a request?", True),
+    ("Where is the session cookie signed?", True),
+    ("Where does the router clean paths?", True),
+    ("Where was the router changed last?", False),  # a question about history
+    ("Which commit added the router?", False),
+])
+def test_a_question_asking_where_asks_for_a_place(text: str, place: bool) -> None:
+    assert parse_question(text).asks_place is place
+
+
+def test_a_commit_is_no_answer_to_where_something_is(tmp_path: Path, embedder: Any) -> None:
+    """A commit whose message repeats the question's words is no place in the code: "where"
+    answers with code or documents first."""
+    import subprocess
+
+    repo = tmp_path / "repo"
+    (repo / "web").mkdir(parents=True)
+    (repo / "web/vars.py").write_text("def route_values(request):\n    return request.scope.get('path_params', {})\n")
+    git = ["git", "-C", str(repo), "-c", "user.name=Dev", "-c", "user.email=dev@example.com"]
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "Extract path variables from the request"], check=True)
+    gm = Graphmem(Settings(store="embedded", home=tmp_path / "home"), "where", embedder=embedder, reranker=None)
+    gm.ingest(repo)
+    try:
+        for mode in ("hybrid", "hybrid-rerank"):
+            keys = gm.query("Where are path variables extracted from the request?", mode=mode, k=3).keys
+            assert keys[0].startswith(("sym:", "file:")), keys
+            assert any(k.startswith("commit:") for k in gm.query("Which commit extracted path variables?",
+                                                                  mode=mode, k=3).keys)
+    finally:
+        gm.close()
