@@ -352,6 +352,19 @@ def test_change_removal_and_creation_are_read_from_english_words(text: str, chan
     assert (q.asks_change, q.asks_removal, q.asks_creation) == (change, removal, creation)
 
 
+@pytest.mark.parametrize("text,edits", [
+    ("Is there a function that prevents an attribute to be modified?", False),  # behaviour
+    ("Which function stops a frozen attribute being modified?", False),
+    ("Which commits modified the parser?", True),  # commits asked for
+    ("Who changed parse_header?", True),  # people
+    ("When was parse_header changed?", True),  # history
+])
+def test_an_edit_word_leads_to_commits_only_in_a_question_about_history_or_its_makers(text: str, edits: bool) -> None:
+    from graphmem.model import RelType
+
+    assert (RelType.MODIFIED in parse_question(text).rel_types) is edits
+
+
 @pytest.mark.parametrize("text,kinds", [
     ("When was CreateArticle deleted?", ("commit",)),  # the time of a change is its commit's
     ("When was removeListener added?", ("commit",)),

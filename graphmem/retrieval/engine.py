@@ -492,8 +492,8 @@ _NO_PLACES = frozenset({NodeKind.COMMIT, NodeKind.RELEASE, NodeKind.PERSON, Node
 def _scoped(order: list[str], cands: Candidates) -> list[str]:
     """``order`` with what lies outside the question's scope moved after the rest: code outside the
     packages it places its answer in, code that is not test code when it asks for tests, what is
-    not of the sort of thing it asks for by name ("which middleware ..."), and what is no place
-    when it asks where something is."""
+    not of the sort of thing it asks for by name ("which middleware ..."), what is no place when
+    it asks where something is, and the changelogs when it asks nothing of the project's history."""
     g = cands.graph
     if g is None:
         return order
@@ -503,6 +503,8 @@ def _scoped(order: list[str], cands: Candidates) -> list[str]:
     if cands.question.asks_place:
         order = ([key for key in order if kind_of(key) not in _NO_PLACES]
                  + [key for key in order if kind_of(key) in _NO_PLACES])
+    if g.records:
+        order = [key for key in order if key not in g.records] + [key for key in order if key in g.records]
     return order
 
 

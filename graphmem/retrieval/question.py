@@ -58,6 +58,8 @@ _USE = re.compile(r"\bus(?:e|es|ed)\b(?!\s+(?:to|for|as)\b)", re.IGNORECASE)
 _EDIT_WORDS = frozenset({"change", "changed", "changes", "changing", "modify", "modified", "modifies", "modifying",
                          "modification", "modifications", "touch", "touched", "touches", "touching", "edit",
                          "edited", "edits", "editing"})
+_EDITS = (re.compile(r"\b(?:" + "|".join(sorted(_EDIT_WORDS)) + r")\b", re.IGNORECASE),
+          (RelType.MODIFIED, RelType.CHANGED, RelType.IMPLEMENTS, RelType.REFERENCES, RelType.RELEASED_IN))
 # Each word is matched in its own forms only, not as the start of another word: "fixture" is not
 # "fix", "authorization" not "author", "editable" not "edit", "important" not "import", an
 # "extension point" not "extends", a "broker" not "broke".
@@ -70,8 +72,7 @@ _REL_WORDS: list[tuple[re.Pattern[str], tuple[RelType, ...]]] = [
     (re.compile(r"\bown(s|ed|er|ers|ership)\b|(?<!\bits )(?<!\btheir )(?<!\bhis )(?<!\bher )(?<!\bour )"
                 r"(?<!\bmy )(?<!\byour )\bown\b|\bresponsible\b|\bmaintain", re.IGNORECASE), (RelType.OWNS,)),
     (re.compile(r"\bmembers?\b|\bworks? (on|in)\b|\bteam\b", re.IGNORECASE), (RelType.MEMBER_OF,)),
-    (re.compile(r"\b(?:" + "|".join(sorted(_EDIT_WORDS)) + r")\b", re.IGNORECASE),
-     (RelType.MODIFIED, RelType.CHANGED, RelType.IMPLEMENTS, RelType.REFERENCES, RelType.RELEASED_IN)),
+    _EDITS,
     (re.compile(r"\bwrote\b|\bauthor(s|ed|ing|ship)?\b|\bcommitted\b|\blast changed\b", re.IGNORECASE),
      (RelType.AUTHORED,)),
     (re.compile(r"\bcaus|\btrigger|\bintroduc|\broot cause", re.IGNORECASE), (RelType.CAUSED_BY,)),
@@ -101,6 +102,7 @@ _IMPLEMENT = (re.compile(r"\bimplement", re.IGNORECASE),
 # read, edited, committed or named.
 _SESSION_ANSWER = (re.compile(r"\b(which|what|list|show|find|name)\b[^?.]{0,25}?\b(sessions?|transcripts?)\b(?!-)",
                               re.IGNORECASE), (NodeKind.SESSION,))
+_EDITORS = frozenset({NodeKind.COMMIT, NodeKind.RELEASE, NodeKind.PERSON, NodeKind.TEAM, NodeKind.SESSION})
 _SESSION_REL = (re.compile(r"\bsessions?\b|\btranscripts?\b", re.IGNORECASE), (RelType.TOUCHED,))
 
 # Kind words whose mention (without an identifier) makes every node of that kind a candidate seed.
@@ -302,6 +304,13 @@ class Question:
         self.directions = {t: end for t, end in self.directions.items() if t not in gone}
         if self.step is not None and self.step[0] in gone:
             self.step = None
+
+    @property
+    def about_history(self) -> bool:
+        """Whether the question asks about the project's history: for commits or releases, or about
+        what was added, changed or removed."""
+        return (self.asks_change or self.asks_creation or self.asks_removal
+                or bool({NodeKind.COMMIT, NodeKind.RELEASE} & set(self.answer_kinds)))
 
     @property
     def relational(self) -> bool:
@@ -584,7 +593,11 @@ def parse_question(text: str, now: datetime | None = None, *, sessions: bool = F
     rel_text = _ASKER_CALLS.sub(lambda m: m.group(0)[:m.start(1) - m.start()] + " " * len(m.group(1)), read)
     main = _main_clause(rel_text)
     main_types: set[RelType] = set()
-    patterns = (_REL_WORDS + ([_COMING_AND_GOING] if history else [])
+    # An edit word leads to the commits that made an edit only in a question about history or one
+    # that asks for commits, releases or people: "a function that prevents an attribute to be
+    # modified", "which class is raised when a frozen attribute is modified" describe code.
+    edits = history or bool(set(q.answer_kinds) & _EDITORS)
+    patterns = ([p for p in _REL_WORDS if edits or p is not _EDITS] + ([_COMING_AND_GOING] if history else [])
                 + ([_IMPLEMENT] if _DECISION_WORDS.search(text) else []) + ([_SESSION_REL] if sessions else []))
     for pattern, types in patterns:
         if pattern.search(rel_text):

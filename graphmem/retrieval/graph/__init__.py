@@ -324,6 +324,7 @@ class GraphRetriever:
         # name no organisation node, ask for no kind but passages, and speak of no time that
         # the graph's dated nodes could answer.
         sort = sort_members(cat, q, self.link_config.sort_min_members)
+        records = set() if q.about_history else cat.changelogs
         if not anchored and timeless and asked <= {NodeKind.DOCUMENT, NodeKind.ENTITY}:
             layer = self._layer(built)
             if layer is not None:
@@ -331,7 +332,7 @@ class GraphRetriever:
                 linked = {key: lk for key, lk in linked.items() if key not in plain or not lk.named}
                 ranked = rank_passages(layer, cat, q, linked, lexical_seeds, k,
                                        fact_vectors=self._fact_vectors(built, layer), query_vec=query_vec)
-                ranked.sort = sort
+                ranked.sort, ranked.records = sort, records
                 return ranked
         # Lexical and vector hits seed the search when the question names nothing; next to named
         # nodes they only nudge it (as seeds they would outrank what the named nodes lead to).
@@ -342,7 +343,8 @@ class GraphRetriever:
                 seeds[key] = lexical_weight / (rank + 1)
         result = GraphResult([], seeds, dict(linked), anchored=anchored, named=bool(linked),
                              outside=excluded_packages(q, linked),
-                             inside=scope_paths(q.inside, cat) if q.inside else set(), sort=sort)
+                             inside=scope_paths(q.inside, cat) if q.inside else set(), sort=sort,
+                             records=records)
         if not seeds:
             return result
         return walk(self.store, cat, q, linked, result, k=k, as_of=as_of, config=self.walk_config, link_config=cfg)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from graphmem.model import CLASS_KINDS, Node, NodeKind
 from graphmem.stores.base import GraphStore
 
-CACHE_FORMAT = 4  # of Catalog.to_bytes: a saved catalog of another format is built again
+CACHE_FORMAT = 5  # of Catalog.to_bytes: a saved catalog of another format is built again
 FUZZY_KINDS = frozenset({NodeKind.SERVICE, NodeKind.TEAM, NodeKind.PERSON, NodeKind.ENTITY})
 # Entity types that say nothing about what an entity is (open extraction, capitalised spans).
 GENERIC_ENTITY_TYPES = frozenset({"concept", "entity", "other", "unknown", "misc", "thing"})
@@ -76,6 +76,9 @@ class Catalog:
     # ``GZipMiddleware`` and ``CORSMiddleware``, "error" for ``ParseError``): the sort of thing a
     # project's naming makes each (see ``graphmem.retrieval.graph.sorts``).
     sorts: dict[str, set[str]] = field(default_factory=dict)
+    # Documents that record the project's history (changelogs, release notes): they mention every
+    # part of the code, and answer questions about its history, not about the code.
+    changelogs: set[str] = field(default_factory=set)
 
     @classmethod
     def build(cls, store: GraphStore, *, fuzzy_min_length: int = 5) -> Catalog:
@@ -108,6 +111,8 @@ class Catalog:
             if kind is NodeKind.FILE:
                 for name in module_names(node.key):
                     cat.modules.setdefault(name, set()).add(node.key)
+            elif kind is NodeKind.DOCUMENT and node.props.get("doc_type") == "changelog":
+                cat.changelogs.add(node.key)
             elif kind is NodeKind.SYMBOL:
                 if short := cat._short_member_name(node):
                     cat.short_members.setdefault(short, set()).add(node.key)
@@ -142,7 +147,7 @@ class Catalog:
             "merge_commits": self.merge_commits, "titles": self.titles, "fuzzy_names": self.fuzzy_names,
             "rel_types": self.rel_types, "lifetimes": self.lifetimes, "commits_at": self.commits_at,
             "closed_by_name": self.closed_by_name, "modules": self.modules, "closed_modules": self.closed_modules,
-            "short_members": self.short_members, "sorts": self.sorts,
+            "short_members": self.short_members, "sorts": self.sorts, "changelogs": self.changelogs,
         })
 
     @classmethod
@@ -223,6 +228,7 @@ _SAVED_AS_IS: dict[str, type | tuple[type, ...]] = {
     "by_name": dict, "incidents_by_number": dict, "root_commits": set, "merge_commits": set, "titles": list,
     "fuzzy_names": list, "rel_types": (frozenset, type(None)), "lifetimes": dict, "commits_at": dict,
     "closed_by_name": dict, "modules": dict, "closed_modules": dict, "short_members": dict, "sorts": dict,
+    "changelogs": set,
 }
 
 

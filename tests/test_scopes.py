@@ -1,5 +1,6 @@
-"""A question that asks for a sort of thing by a noun ("which middleware ...") and the types a
-project's naming makes of that sort."""
+"""What a question's wording rules in or out beyond its words: the sort of thing it asks for by a
+noun ("which middleware ..."), a place ("where is ..."), and the changelogs of a question that
+asks nothing of the project's history."""
 
 from __future__ import annotations
 
@@ -154,5 +155,34 @@ def test_a_commit_is_no_answer_to_where_something_is(tmp_path: Path, embedder: A
             assert keys[0].startswith(("sym:", "file:")), keys
             assert any(k.startswith("commit:") for k in gm.query("Which commit extracted path variables?",
                                                                   mode=mode, k=3).keys)
+    finally:
+        gm.close()
+
+
+def test_a_changelog_comes_after_the_code_unless_the_question_is_about_history(tmp_path: Path, embedder: Any) -> None:
+    """A changelog mentions every part of the code in the question's words; it answers questions
+    about the project's history, and comes after the rest for the others."""
+    from graphmem.retrieval.graph import GraphRetriever
+
+    repo = tmp_path / "repo"
+    (repo / "web").mkdir(parents=True)
+    (repo / "web/background.py").write_text(
+        "class BackgroundTasks:\n    async def run_all(self):\n"
+        "        \"\"\"Run each queued task after the response is sent.\"\"\"\n"
+        "        for task in self.tasks:\n            await task()\n")
+    (repo / "CHANGELOG.md").write_text(
+        "# Changelog\n\n## 0.2.0\n\n- Background tasks run after the response is sent.\n"
+        "- Background tasks that fail no longer stop the other background tasks.\n")
+    gm = Graphmem(Settings(store="embedded", home=tmp_path / "home"), "bg", embedder=embedder, reranker=None)
+    gm.ingest(repo)
+    try:
+        changelog = "doc:CHANGELOG.md"
+        graph = GraphRetriever(gm.store)
+        assert graph.catalog.changelogs == {changelog}
+        assert graph.retrieve(parse_question("How are background tasks run after the response is sent?")).records == {
+            changelog}
+        assert not graph.retrieve(parse_question("Which release changed how background tasks run?")).records
+        keys = gm.query("How are background tasks run after the response is sent?", mode="hybrid", k=5).keys
+        assert changelog in keys and keys.index(changelog) > max(i for i, k in enumerate(keys) if k.startswith("sym:")), keys
     finally:
         gm.close()
