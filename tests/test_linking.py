@@ -372,6 +372,8 @@ def test_an_edit_word_leads_to_commits_only_in_a_question_about_history_or_its_m
     ("When was ADR-5 superseded?", ("decision",)),  # a kind the question names stays
     ("When did the billing service fail?", ()),  # no change asked about
     ("What runs when a session is created?", ()),
+    ("Tell me when parse_header was removed.", ("commit",)),
+    ("Which exception is raised when a frozen attribute is modified?", ()),  # "when" opens a clause
 ])
 def test_when_a_change_was_made_asks_for_its_commit(text: str, kinds: tuple[str, ...]) -> None:
     assert tuple(k.value for k in parse_question(text).answer_kinds) == kinds

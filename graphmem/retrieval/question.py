@@ -30,8 +30,10 @@ _ANSWER_PATTERNS: list[tuple[re.Pattern[str], tuple[NodeKind, ...]]] = [
     (re.compile(r"\b(which|what|list|show|find|name)\b[^?.]{0,25}?\b(releases?|versions?)\b(?!-)",
                 re.IGNORECASE), (NodeKind.RELEASE, NodeKind.COMMIT)),
     # "when was X added", "when did X go away", "when did X last change": the change that did it. A
-    # dot inside a name ("Builder.setHelpAppendable()") ends no sentence.
-    (re.compile(r"\bwhen\b(?:[^?.]|\.(?=\w)){0,60}?\b(added|introduced|removed|deleted|renamed|changed|modified|"
+    # dot inside a name ("Builder.setHelpAppendable()") ends no sentence. After another question
+    # word, "when" opens a clause of the question ("which exception is raised when X is modified").
+    (re.compile(r"^(?:(?!\b(?:which|what|who|whom|whose|where|how|why)\b)[^?.])*?"
+                r"\bwhen\b(?:[^?.]|\.(?=\w)){0,60}?\b(added|introduced|removed|deleted|renamed|changed|modified|"
                 r"rewritten|first appear\w*|go away|went away|dropped|last (?:change|edit|touch)\w*)\b", re.IGNORECASE),
      (NodeKind.COMMIT,)),
     (re.compile(r"\b(which|what|list|show|find|name)\b[^?.]{0,25}?\b(decisions?|adrs?)\b(?!-)", re.IGNORECASE),
