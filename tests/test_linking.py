@@ -356,6 +356,7 @@ def test_change_removal_and_creation_are_read_from_english_words(text: str, chan
     ("Is there a function that prevents an attribute to be modified?", False),  # behaviour
     ("Which function stops a frozen attribute being modified?", False),
     ("Which commits modified the parser?", True),  # commits asked for
+    ("Which functions did the commit 'Raise the limit' change?", True),  # a commit spoken of
     ("Who changed parse_header?", True),  # people
     ("When was parse_header changed?", True),  # history
 ])

@@ -595,10 +595,11 @@ def parse_question(text: str, now: datetime | None = None, *, sessions: bool = F
     rel_text = _ASKER_CALLS.sub(lambda m: m.group(0)[:m.start(1) - m.start()] + " " * len(m.group(1)), read)
     main = _main_clause(rel_text)
     main_types: set[RelType] = set()
-    # An edit word leads to the commits that made an edit only in a question about history or one
-    # that asks for commits, releases or people: "a function that prevents an attribute to be
-    # modified", "which class is raised when a frozen attribute is modified" describe code.
-    edits = history or bool(set(q.answer_kinds) & _EDITORS)
+    # An edit word leads to the commits that made an edit only in a question about history, one
+    # that asks for commits, releases or people, or one that speaks of a commit ("which functions
+    # did the commit 'Raise the limit' change"): "a function that prevents an attribute to be
+    # modified" describes code.
+    edits = history or any(set(kinds) & _EDITORS for _, kinds in found)
     patterns = ([p for p in _REL_WORDS if edits or p is not _EDITS] + ([_COMING_AND_GOING] if history else [])
                 + ([_IMPLEMENT] if _DECISION_WORDS.search(text) else []) + ([_SESSION_REL] if sessions else []))
     for pattern, types in patterns:
