@@ -508,3 +508,30 @@ def test_the_catalog_is_kept_between_processes_until_the_graph_changes(tmp_path,
         assert GraphRetriever(store, cache_dir=tmp_path / "cache").catalog == fresh.catalog
     assert "unreadable" in caplog.text
     store.close()
+
+
+def test_a_type_is_named_by_its_words_and_a_sort_noun_names_no_node(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """"The CORS middleware", "the HTTP endpoint" and "Static Files" name ``CORSMiddleware``,
+    ``HTTPEndpoint`` and ``StaticFiles``; words none of which is written as a name do not ("the
+    test client"), a one-word type is not named so, nor are words of a function's name. In "which endpoint class ...", asking for the project's endpoint types, the
+    noun names no function called ``endpoint``."""
+    store = EmbeddedStore(tmp_path / "home", "words")
+    prov = Provenance("web", "test")
+    types = {name: f"sym:web/app.py::{name}" for name in
+             ("CORSMiddleware", "TestClient", "StaticFiles", "HTTPEndpoint", "WebSocketEndpoint", "Client")}
+    endpoint = "sym:tests/test_app.py::endpoint"
+    store.upsert([Node(k, n, prov, {"symbol_kind": "class", "qualname": n}) for n, k in types.items()]
+                 + [Node(endpoint, "endpoint", prov, {"symbol_kind": "function", "qualname": "endpoint"}),
+                    Node("sym:web/app.py::get_client", "get_client", prov, {"symbol_kind": "function",
+                                                                            "qualname": "get_client"})], [], [])
+    cat = Catalog.build(store)
+    store.close()
+    assert linked(cat, "Which commits touched the CORS middleware?") == {types["CORSMiddleware"]}
+    assert linked(cat, "How does the HTTP endpoint answer HEAD requests?") == {types["HTTPEndpoint"]}
+    assert linked(cat, "How do Static Files prevent path traversal?") == {types["StaticFiles"]}
+    assert linked(cat, "How does the test client send requests?") == set()  # no word written as a name
+    assert linked(cat, "Who wrote the client?") == set()  # one word: a plain English word
+    assert linked(cat, "Where do we get client settings?") == set()  # a function is not named by its words
+    q = parse_question("Which endpoint class handles websocket connections?")
+    assert endpoint in set(link(cat, q, LinkConfig()))
+    assert endpoint not in set(link(cat, q, LinkConfig(), sort=True))

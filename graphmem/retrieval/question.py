@@ -546,20 +546,23 @@ _OUTSIDE_OWN = re.compile(r"\boutside\s+(?:of\s+)?(?:its|their)\s+own\s+(?:packa
 _ASKS_TESTS = re.compile(r"\b(?:which|what)\s+(?:unit\s+|integration\s+)?tests?\b(?!\s+(?:file|suite|helper|util))"
                          r"|\bwhere\s+(?:is|are)\s+.{1,60}?\s+tested\b", re.IGNORECASE)
 # A question that opens by asking for a thing by a noun ("Which middleware compresses ...", "what
-# exception is raised ...", "which response class ..."), the noun its subject: "what value does X
-# return" asks about a value X gives, not for a type of value.
-_SORT_NOUN = re.compile(r"^\s*(?:which|what)\s+([A-Za-z]+)(?:\s+(?:class|classes|type|types))?\s+(?!(?:do|does|did)\b)\w",
+# exception is raised ...", "which endpoint class handles ..."), the noun its subject: "what value
+# does X return" asks about a value X gives, not for a type of value.
+_SORT_NOUN = re.compile(r"^\s*(?:which|what)\s+([A-Za-z]+)(\s+(?:class|classes|type|types))?\s+(?!(?:do|does|did)\b)\w",
                         re.IGNORECASE)
-# Nouns the reader knows as node kinds or as words for code in general (the answer patterns above),
-# and words that pick rather than name.
-_NOT_SORTS = frozenset({
+# Nouns the reader knows as node kinds or as words for code in general (the answer patterns above):
+# a sort only when a class or type follows ("which endpoint class", "which service class").
+_KIND_NOUNS = frozenset({
     "team", "service", "system", "commit", "change", "changeset", "release", "version", "decision", "adr",
-    "incident", "outage", "postmortem", "file", "module", "package", "directory", "folder", "code", "function",
-    "method", "class", "endpoint", "handler", "symbol", "caller", "callee", "type", "interface", "struct",
-    "helper", "people", "person", "engineer", "developer", "author", "test", "session", "transcript", "other",
-    "kind", "part", "thing", "way", "place", "line", "is", "are", "was", "were", "happen", "happened",
-    "one", "two", "three", "four", "first", "last", "main", "single", "specific", "exact", "new", "old",
-    "do", "does", "did", "can", "could", "would", "should", "will", "must", "might", "has", "have", "had"})
+    "incident", "outage", "postmortem", "file", "module", "package", "directory", "folder", "endpoint", "handler",
+    "symbol", "caller", "callee", "interface", "struct", "helper", "people", "person", "engineer", "developer",
+    "author", "test", "session", "transcript"})
+# Words that pick rather than name, words for code in general, and verbs.
+_NOT_SORTS = frozenset({
+    "code", "function", "method", "class", "type", "other", "kind", "part", "thing", "way", "place", "line",
+    "is", "are", "was", "were", "happen", "happened", "one", "two", "three", "four", "first", "last", "main",
+    "single", "specific", "exact", "new", "old", "do", "does", "did", "can", "could", "would", "should", "will",
+    "must", "might", "has", "have", "had"})
 # "Where is X defined?", "where are path variables extracted?", "where does X happen?": the answer
 # is a place (code, a file, a document), not a commit, a release or a person. ("Where was X
 # changed?" asks about history.)
@@ -659,7 +662,8 @@ def parse_question(text: str, now: datetime | None = None, *, sessions: bool = F
     q.outside_own = bool(_OUTSIDE_OWN.search(text))
     q.asks_tests = bool(_ASKS_TESTS.search(text))
     q.asks_place = bool(_ASKS_PLACE.match(text))
-    if ((m := _SORT_NOUN.match(read)) and not {noun := m.group(1).lower(), noun.removesuffix("s")} & _NOT_SORTS
+    if ((m := _SORT_NOUN.match(read)) and not ({noun := m.group(1).lower(), noun.removesuffix("s")}
+                                                & (_NOT_SORTS if m.group(2) else _NOT_SORTS | _KIND_NOUNS))
             and not any(pattern.fullmatch(noun) for pattern, _ in (*_REL_WORDS, _COMING_AND_GOING, _IMPLEMENT))):
         q.sort_noun = noun  # not a verb the reader knows: "what calls X", "what changed"
     q.inside = tuple(dict.fromkeys([m.group(1) for m in _INSIDE_PATH.finditer(text)]

@@ -297,8 +297,9 @@ class GraphRetriever:
 
     def _link(self, built: _Built, q: Question, query_vec: np.ndarray | None,
               plain: set[str] | None) -> dict[str, Link]:
+        sort = bool(sort_members(built.catalog, q, self.link_config.sort_min_members))
         return link(built.catalog, q, self.link_config, names=self._name_vectors(built) if query_vec is not None else None,
-                    query_vec=query_vec, plain=plain, ignore=built.project_names)
+                    query_vec=query_vec, plain=plain, ignore=built.project_names, sort=sort)
 
     def reference_date(self, q: Question) -> str | None:
         return reference_date(self.catalog, q)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from graphmem.model import CLASS_KINDS, Node, NodeKind
 from graphmem.stores.base import GraphStore
 
-CACHE_FORMAT = 5  # of Catalog.to_bytes: a saved catalog of another format is built again
+CACHE_FORMAT = 6  # of Catalog.to_bytes: a saved catalog of another format is built again
 FUZZY_KINDS = frozenset({NodeKind.SERVICE, NodeKind.TEAM, NodeKind.PERSON, NodeKind.ENTITY})
 # Entity types that say nothing about what an entity is (open extraction, capitalised spans).
 GENERIC_ENTITY_TYPES = frozenset({"concept", "entity", "other", "unknown", "misc", "thing"})
@@ -76,6 +76,9 @@ class Catalog:
     # ``GZipMiddleware`` and ``CORSMiddleware``, "error" for ``ParseError``): the sort of thing a
     # project's naming makes each (see ``graphmem.retrieval.graph.sorts``).
     sorts: dict[str, set[str]] = field(default_factory=dict)
+    # Types by their name's words run together, in lower case ("corsmiddleware", "testclient"): a
+    # question may write a type's name as words ("the CORS middleware", "the test client").
+    types_by_words: dict[str, set[str]] = field(default_factory=dict)
     # Documents that record the project's history (changelogs, release notes): they mention every
     # part of the code, and answer questions about its history, not about the code.
     changelogs: set[str] = field(default_factory=set)
@@ -130,6 +133,9 @@ class Catalog:
             if kind in (NodeKind.DECISION, NodeKind.INCIDENT) and node.name:
                 cat.titles.append((node.key, {singular(w) for w in words_of(node.name)} - STOP))
         cat.sorts = type_sorts(types)
+        for key, name, _ in types:
+            if len(_CAMEL_WORDS.findall(name)) >= 2:
+                cat.types_by_words.setdefault(name.replace("_", "").lower(), set()).add(key)
         cat.rel_types = frozenset(store.counts().rels)
         cat.fuzzy_names = sorted({words[0] for words, keys in cat.by_name.items()
                                   if len(words) == 1 and len(words[0]) >= fuzzy_min_length
@@ -148,6 +154,7 @@ class Catalog:
             "rel_types": self.rel_types, "lifetimes": self.lifetimes, "commits_at": self.commits_at,
             "closed_by_name": self.closed_by_name, "modules": self.modules, "closed_modules": self.closed_modules,
             "short_members": self.short_members, "sorts": self.sorts, "changelogs": self.changelogs,
+            "types_by_words": self.types_by_words,
         })
 
     @classmethod
@@ -228,10 +235,11 @@ _SAVED_AS_IS: dict[str, type | tuple[type, ...]] = {
     "by_name": dict, "incidents_by_number": dict, "root_commits": set, "merge_commits": set, "titles": list,
     "fuzzy_names": list, "rel_types": (frozenset, type(None)), "lifetimes": dict, "commits_at": dict,
     "closed_by_name": dict, "modules": dict, "closed_modules": dict, "short_members": dict, "sorts": dict,
-    "changelogs": set,
+    "changelogs": set, "types_by_words": dict,
 }
 
 
+_CAMEL_WORDS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z0-9]+")
 _LAST_WORD = re.compile(r"(?:[A-Z]+(?![a-z])|[A-Z]?[a-z0-9]+)$")
 # The bases a type's signature names: Python's "class X(Base, metaclass=M)", and "extends A
 # implements B, C" of Java, TypeScript and JavaScript.

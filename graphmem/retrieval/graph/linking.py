@@ -59,12 +59,14 @@ class Link:
 
 def link(cat: Catalog, q: Question, config: LinkConfig, *, names: tuple[list[str], np.ndarray] | None = None,
          query_vec: np.ndarray | None = None, plain: set[str] | None = None,
-         ignore: frozenset[tuple[str, ...]] = frozenset()) -> dict[str, Link]:
+         ignore: frozenset[tuple[str, ...]] = frozenset(), sort: bool = False) -> dict[str, Link]:
     """Nodes the question names or describes.
 
     ``names``: keys and vectors of the names matched by meaning; ``ignore``: word sequences that
     link nothing (the project's own name). ``plain`` collects the passages and untyped entities
-    named by one lower-case word ("mother" for the film "Mother"): a common word rather than a name."""
+    named by one lower-case word ("mother" for the film "Mother"): a common word rather than a name.
+    ``sort``: the project has types of the sort the question asks for by a noun ("which endpoint
+    class ..."), so that noun names no node (not the test function ``endpoint``)."""
     out: dict[str, Link] = {}
 
     def add(keys: Sequence[str] | set[str], weight: float, reason: LinkReason, detail: str) -> None:
@@ -103,6 +105,11 @@ def link(cat: Catalog, q: Question, config: LinkConfig, *, names: tuple[list[str
                      or q.text.startswith("(", spans[i].end())}
 
     taken: list[set[str]] = [set() for _ in words]  # the keys each word has linked
+    if sort and q.sort_noun:
+        for i, word in enumerate(raw[:3]):
+            if word.lower() == q.sort_noun:
+                used[i] = True
+                break
     # The question asks for people or their work (an author, a fixer, an owner, commits).
     people = bool(set(q.answer_kinds) & {NodeKind.PERSON, NodeKind.TEAM, NodeKind.COMMIT} or q.rel_types)
 
@@ -164,6 +171,19 @@ def link(cat: Catalog, q: Question, config: LinkConfig, *, names: tuple[list[str
 
     link_names(cat.by_name)
     link_modules(cat.modules)
+    # A type named by its words ("the CORS middleware", "the GZip middleware", "Static Files"): two
+    # or three words that, run together, spell a type's name, one of them written as a name
+    # (capitalised inside the sentence, an acronym): "the test execution" or "the version range" of
+    # a question describing code are English.
+    for size in (3, 2):
+        for i in range(len(words) - size + 1):
+            if (not free(i, size, False) or any(w in STOP or w in _DETERMINERS for w in words[i:i + size])
+                    or not any(raw[j][:1].isupper() and j > 0 for j in range(i, i + size))):
+                continue
+            joined = {"".join(w.lower() for w in raw[i:i + size]), "".join(words[i:i + size])}
+            keys = set().union(*(cat.types_by_words.get(j, set()) for j in joined))
+            if keys:
+                claim(i, size, keys, " ".join(raw[i:i + size]))
     # A member whose name is too short to link alone ("Walk", "Get"): spelt exactly so and written
     # as code, the word names it ("the Walk method", "what does Match call").
     for i in sorted(as_code):
