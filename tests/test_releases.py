@@ -96,6 +96,8 @@ def test_which_release_is_answered_by_the_tag_that_shipped_the_change(tmp_path: 
         changed = gm.query("What changed in v2.0?", mode="hybrid", k=3)
         assert changed.analysis["answer_kinds"] == ["commit", "release"]
         assert set(changed.keys[:2]) == {"release:v2.0", f"commit:{shas[2]}"}
+        # "The last release" is the newest tag.
+        assert gm.query("What changed in the last release?", mode="hybrid", k=3).keys[0] == "release:v2.0"
         # A commit answering a question about the code shows the release that shipped it, in every mode.
         for mode in ("hybrid", "bm25"):
             history = gm.query("Which commit removed void_entry?", mode=mode, k=5)

@@ -160,6 +160,7 @@ def test_rrf_constant_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch
     ("what was in force as of INC-42", {"as_of": "INC-42"}),
     ("who fixed the latest incident", {"pick": "latest", "pick_kind": "incident"}),
     ("the first commit", {"pick": "earliest", "pick_kind": "commit"}),
+    ("what changed in the last release", {"pick": "latest", "pick_kind": "release"}),
 ])
 def test_time_expressions(text: str, expected: dict[str, Any]) -> None:
     got = parse_question(text, REF).time.as_dict()

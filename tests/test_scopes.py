@@ -133,16 +133,31 @@ def test_a_question_asking_for_a_sort_answers_with_types_of_that_sort(web: Any, 
 ])
 def test_a_question_asking_where_asks_for_a_place(text: str, place: bool) -> None:
     assert parse_question(text).asks_place is place
+    assert not parse_question(text).asks_docs
+
+
+@pytest.mark.parametrize("text,docs", [
+    ("Where is the lifespan documented?", True),
+    ("Which guide covers sessions?", True),
+    ("Where does sphinx-doc implement visit_error?", False),  # a name
+    ("Which element is documentation-only?", False),  # a compound
+])
+def test_a_question_speaks_of_documentation_in_its_own_words(text: str, docs: bool) -> None:
+    assert parse_question(text).asks_docs is docs
 
 
 def test_a_commit_is_no_answer_to_where_something_is(tmp_path: Path, embedder: Any) -> None:
-    """A commit whose message repeats the question's words is no place in the code: "where"
-    answers with code or documents first."""
+    """A commit whose message repeats the question's words is no place in the code, nor a guide
+    that does so the place where it is done: "where" answers with code first, documents next,
+    unless the question speaks of documentation."""
     import subprocess
 
     repo = tmp_path / "repo"
     (repo / "web").mkdir(parents=True)
     (repo / "web/vars.py").write_text("def route_values(request):\n    return request.scope.get('path_params', {})\n")
+    (repo / "docs").mkdir()
+    (repo / "docs/routing.md").write_text("# Path variables\n\nPath variables are extracted from the request "
+                                          "path and handed to the endpoint as path variables.\n")
     git = ["git", "-C", str(repo), "-c", "user.name=Dev", "-c", "user.email=dev@example.com"]
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
     subprocess.run([*git, "add", "."], check=True)
@@ -153,6 +168,8 @@ def test_a_commit_is_no_answer_to_where_something_is(tmp_path: Path, embedder: A
         for mode in ("hybrid", "hybrid-rerank"):
             keys = gm.query("Where are path variables extracted from the request?", mode=mode, k=3).keys
             assert keys[0].startswith(("sym:", "file:")), keys
+            keys = gm.query("Where are path variables documented?", mode=mode, k=3).keys
+            assert keys[0] == "doc:docs/routing.md", keys
             assert any(k.startswith("commit:") for k in gm.query("Which commit extracted path variables?",
                                                                   mode=mode, k=3).keys)
     finally:

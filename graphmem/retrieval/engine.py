@@ -487,13 +487,15 @@ class Retriever:
 
 # Kinds of node no "where is ..." question asks for: events and people, not places.
 _NO_PLACES = frozenset({NodeKind.COMMIT, NodeKind.RELEASE, NodeKind.PERSON, NodeKind.TEAM, NodeKind.SESSION})
+_CODE = frozenset({NodeKind.SYMBOL, NodeKind.FILE})
 
 
 def _scoped(order: list[str], cands: Candidates) -> list[str]:
     """``order`` with what lies outside the question's scope moved after the rest: code outside the
     packages it places its answer in, code that is not test code when it asks for tests, what is
-    not of the sort of thing it asks for by name ("which middleware ..."), what is no place when
-    it asks where something is, and the changelogs when it asks nothing of the project's history."""
+    not of the sort of thing it asks for by name ("which middleware ..."), what is not code when it
+    asks where something is (documents before the rest, and first when it speaks of
+    documentation), and the changelogs when it asks nothing of the project's history."""
     g = cands.graph
     if g is None:
         return order
@@ -501,7 +503,11 @@ def _scoped(order: list[str], cands: Candidates) -> list[str]:
     if g.sort:
         order = [key for key in order if key in g.sort] + [key for key in order if key not in g.sort]
     if cands.question.asks_place:
-        order = ([key for key in order if kind_of(key) not in _NO_PLACES]
+        # Code first (documents, when the question speaks of documentation), then the other places.
+        wanted = {NodeKind.DOCUMENT} if cands.question.asks_docs else _CODE
+        first = {key for key in order if kind_of(key) in wanted}
+        order = ([key for key in order if key in first]
+                 + [key for key in order if key not in first and kind_of(key) not in _NO_PLACES]
                  + [key for key in order if kind_of(key) in _NO_PLACES])
     if g.records:
         order = [key for key in order if key not in g.records] + [key for key in order if key in g.records]

@@ -129,7 +129,8 @@ _BEFORE = re.compile(r"\b(?:before|prior to|until|up to)\s+" + _MONTH_YEAR, re.I
 _AFTER = re.compile(r"\b(?:after|since|from)\s+" + _MONTH_YEAR, re.IGNORECASE)
 _IN = re.compile(r"\b(?:in|during)\s+" + _MONTH_YEAR, re.IGNORECASE)
 _AS_OF = re.compile(r"\b(?:as of|at the time of|when)\s+(INC[-_ ]?\d+|ADR[-_ ]?\d+)", re.IGNORECASE)
-_LATEST = re.compile(r"\b(latest|most recent|newest|last)\s+(incident|outage|commit|change|decision|adr)s?\b", re.IGNORECASE)
+_LATEST = re.compile(r"\b(latest|most recent|newest|last)\s+(incident|outage|commit|change|decision|adr|release|version)s?\b",
+                     re.IGNORECASE)
 _LATEST_CHANGE = re.compile(r"\b(last|latest|most recent(ly)?|recently)\s+(changed|modified|touched|edited|"
                             r"updated|worked on|change|edit|commit)", re.IGNORECASE)
 # English words for a change, a removal and a creation. Matched as whole words so that a name
@@ -196,7 +197,8 @@ _IN_FORCE = re.compile(r"\bin (?:force|effect)\b|\bcurrent(?:ly)?\b|\bstill (?:v
                        re.IGNORECASE)
 _FIRST = re.compile(r"\b(first|earliest|oldest)\s+(incident|outage|commit|change|decision|adr)s?\b", re.IGNORECASE)
 _KIND_OF_WORD = {"incident": NodeKind.INCIDENT, "outage": NodeKind.INCIDENT, "commit": NodeKind.COMMIT,
-                 "change": NodeKind.COMMIT, "decision": NodeKind.DECISION, "adr": NodeKind.DECISION}
+                 "change": NodeKind.COMMIT, "decision": NodeKind.DECISION, "adr": NodeKind.DECISION,
+                 "release": NodeKind.RELEASE, "version": NodeKind.RELEASE}
 
 
 @dataclass(slots=True)
@@ -292,6 +294,8 @@ class Question:
     # "Where is X defined?", "where are path variables extracted?": the answer is a place (code, a
     # file, a document), not a commit, a release or a person.
     asks_place: bool = False
+    # The question speaks of documentation ("where is X documented", "which guide explains Y").
+    asks_docs: bool = False
 
     def keep_relationships(self, held: Collection[str]) -> None:
         """Forget the relationships (and their directions and steps) whose type is not in ``held``:
@@ -329,7 +333,7 @@ class Question:
                 "asks_creation": self.asks_creation,
                 "asks_type": self.asks_type, "asks_callable": self.asks_callable, "asks_in_force": self.asks_in_force,
                 "asks_other_thing": self.asks_other_thing, "asks_tests": self.asks_tests,
-                "sort_noun": self.sort_noun or None, "asks_place": self.asks_place,
+                "sort_noun": self.sort_noun or None, "asks_place": self.asks_place, "asks_docs": self.asks_docs,
                 "step": [self.step[0].value, self.step[1]] if self.step else None,
                 "adrs": list(self.adr_numbers), "incidents": list(self.incident_numbers),
                 "tickets": list(self.tickets), "shas": list(self.shas), "time": self.time.as_dict()}
@@ -567,6 +571,9 @@ _NOT_SORTS = frozenset({
 # is a place (code, a file, a document), not a commit, a release or a person. ("Where was X
 # changed?" asks about history.)
 _ASKS_PLACE = re.compile(r"^\s*where\s+(?:is|are|does|do|can|should|would|will|must)\b", re.IGNORECASE)
+# Words for documentation: "where is the lifespan documented", "which guide covers X" (not a
+# "document" a program handles, nor the "-doc" of a name).
+_DOC_WORDS = re.compile(r"(?<![-\w])(?:docs|documentation|documented|guides?|tutorials?|readme)\b(?!-)", re.IGNORECASE)
 _INSIDE_PATH = re.compile(r"\b(?:in|under|within|inside)\s+(?:the\s+)?" + _DIRECTORY, re.IGNORECASE)
 _INSIDE_NAME = re.compile(r"\b(?:in|under|within|inside)\s+the\s+[`'\"]?([\w.-]+)[`'\"]?\s+"
                           r"(?:sub)?(?:package|module|director(?:y|ies)|folder)\b", re.IGNORECASE)
@@ -662,6 +669,7 @@ def parse_question(text: str, now: datetime | None = None, *, sessions: bool = F
     q.outside_own = bool(_OUTSIDE_OWN.search(text))
     q.asks_tests = bool(_ASKS_TESTS.search(text))
     q.asks_place = bool(_ASKS_PLACE.match(text))
+    q.asks_docs = bool(_DOC_WORDS.search(text))
     if ((m := _SORT_NOUN.match(read)) and not ({noun := m.group(1).lower(), noun.removesuffix("s")}
                                                 & (_NOT_SORTS if m.group(2) else _NOT_SORTS | _KIND_NOUNS))
             and not any(pattern.fullmatch(noun) for pattern, _ in (*_REL_WORDS, _COMING_AND_GOING, _IMPLEMENT))):

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from graphmem.model import CLASS_KINDS, Node, NodeKind
 from graphmem.stores.base import GraphStore
 
-CACHE_FORMAT = 6  # of Catalog.to_bytes: a saved catalog of another format is built again
+CACHE_FORMAT = 7  # of Catalog.to_bytes: a saved catalog of another format is built again
 FUZZY_KINDS = frozenset({NodeKind.SERVICE, NodeKind.TEAM, NodeKind.PERSON, NodeKind.ENTITY})
 # Entity types that say nothing about what an entity is (open extraction, capitalised spans).
 GENERIC_ENTITY_TYPES = frozenset({"concept", "entity", "other", "unknown", "misc", "thing"})
@@ -21,11 +21,12 @@ STOP = frozenset(["a", "an", "the", "of", "in", "on", "at", "to", "for", "from",
 
 
 _DATE_PROPS = {NodeKind.INCIDENT: ("started_at", "date"), NodeKind.COMMIT: ("committed_at", "authored_at"),
-               NodeKind.DECISION: ("date",)}
+               NodeKind.DECISION: ("date",), NodeKind.RELEASE: ("released_at",)}
 
 
 def node_date(node: Node, kind: NodeKind | None = None) -> str | None:
-    """When a dated node happened: an incident's start, a commit's time, a decision's date (ISO).
+    """When a dated node happened: an incident's start, a commit's time, a decision's date, a
+    release's tagging (ISO).
     ``kind``: the node's kind, when the caller has it already."""
     p = node.props
     for name in _DATE_PROPS.get(kind or node.kind, ()):
