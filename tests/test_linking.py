@@ -128,6 +128,8 @@ def test_a_name_written_as_code_links_the_code_spelt_that_way(catalog: Catalog) 
     assert linked(catalog, "Who uses the testdir helper?") >= {TESTDIR_CLASS, TESTDIR_METHOD}
     # No code spelt as written: every namesake stays.
     assert linked(catalog, "What calls TESTDIR()?") >= {TESTDIR_CLASS, TESTDIR_METHOD}
+    # Capitalised inside a sentence, a name is spelt as written too: the class, not the method.
+    assert linked(catalog, "What does Testdir do?") == {TESTDIR_CLASS}
 
 
 def test_the_projects_own_packages_name_no_symbol(tmp_path) -> None:  # type: ignore[no-untyped-def]

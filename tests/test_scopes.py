@@ -26,6 +26,8 @@ from graphmem.retrieval.question import parse_question
     ("Where is the middleware that compresses responses?", ""),  # asks for a place
     ("What calls _prepareconfig()?", ""),  # a verb the reader knows, not a noun
     ("What changed in the router?", ""),
+    ("List all middleware classes", "middleware"),
+    ("List the callers of parse()", ""),
 ])
 def test_a_question_asking_for_a_thing_by_a_noun_names_its_sort(text: str, noun: str) -> None:
     assert parse_question(text).sort_noun == noun
@@ -136,6 +138,16 @@ def test_a_question_asking_where_asks_for_a_place(text: str, place: bool) -> Non
     assert not parse_question(text).asks_docs
 
 
+@pytest.mark.parametrize("text,way", [
+    ("How do I add CORS headers to responses?", True),
+    ("How does the router clean paths?", True),
+    ("How did the router change in 2.0?", False),  # history: no way of doing something
+    ("Why does the router clean paths?", False),
+])
+def test_a_question_asking_how_asks_for_a_way(text: str, way: bool) -> None:
+    assert parse_question(text).asks_way is way
+
+
 @pytest.mark.parametrize("text,docs", [
     ("Where is the lifespan documented?", True),
     ("Which guide covers sessions?", True),
@@ -170,6 +182,8 @@ def test_a_commit_is_no_answer_to_where_something_is(tmp_path: Path, embedder: A
             assert keys[0].startswith(("sym:", "file:")), keys
             keys = gm.query("Where are path variables documented?", mode=mode, k=3).keys
             assert keys[0] == "doc:docs/routing.md", keys
+            keys = gm.query("How do I extract path variables from the request?", mode=mode, k=5).keys
+            assert not any(k.startswith(("commit:", "person:")) for k in keys[:2]), keys
             assert any(k.startswith("commit:") for k in gm.query("Which commit extracted path variables?",
                                                                   mode=mode, k=3).keys)
     finally:

@@ -495,7 +495,8 @@ def _scoped(order: list[str], cands: Candidates) -> list[str]:
     packages it places its answer in, code that is not test code when it asks for tests, what is
     not of the sort of thing it asks for by name ("which middleware ..."), what is not code when it
     asks where something is (documents before the rest, and first when it speaks of
-    documentation), and the changelogs when it asks nothing of the project's history."""
+    documentation), commits, releases and people when it asks how something is done, and the
+    changelogs when it asks nothing of the project's history."""
     g = cands.graph
     if g is None:
         return order
@@ -508,6 +509,9 @@ def _scoped(order: list[str], cands: Candidates) -> list[str]:
         first = {key for key in order if kind_of(key) in wanted}
         order = ([key for key in order if key in first]
                  + [key for key in order if key not in first and kind_of(key) not in _NO_PLACES]
+                 + [key for key in order if kind_of(key) in _NO_PLACES])
+    elif cands.question.asks_way and not cands.question.about_history:
+        order = ([key for key in order if kind_of(key) not in _NO_PLACES]
                  + [key for key in order if kind_of(key) in _NO_PLACES])
     if g.records:
         order = [key for key in order if key not in g.records] + [key for key in order if key in g.records]

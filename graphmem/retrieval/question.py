@@ -296,6 +296,9 @@ class Question:
     asks_place: bool = False
     # The question speaks of documentation ("where is X documented", "which guide explains Y").
     asks_docs: bool = False
+    # "How do I add CORS headers?", "how does X parse Y?": the answer shows a way (code, a document),
+    # it is no commit, release or person.
+    asks_way: bool = False
 
     def keep_relationships(self, held: Collection[str]) -> None:
         """Forget the relationships (and their directions and steps) whose type is not in ``held``:
@@ -334,6 +337,7 @@ class Question:
                 "asks_type": self.asks_type, "asks_callable": self.asks_callable, "asks_in_force": self.asks_in_force,
                 "asks_other_thing": self.asks_other_thing, "asks_tests": self.asks_tests,
                 "sort_noun": self.sort_noun or None, "asks_place": self.asks_place, "asks_docs": self.asks_docs,
+                "asks_way": self.asks_way,
                 "step": [self.step[0].value, self.step[1]] if self.step else None,
                 "adrs": list(self.adr_numbers), "incidents": list(self.incident_numbers),
                 "tickets": list(self.tickets), "shas": list(self.shas), "time": self.time.as_dict()}
@@ -550,9 +554,10 @@ _OUTSIDE_OWN = re.compile(r"\boutside\s+(?:of\s+)?(?:its|their)\s+own\s+(?:packa
 _ASKS_TESTS = re.compile(r"\b(?:which|what)\s+(?:unit\s+|integration\s+)?tests?\b(?!\s+(?:file|suite|helper|util))"
                          r"|\bwhere\s+(?:is|are)\s+.{1,60}?\s+tested\b", re.IGNORECASE)
 # A question that opens by asking for a thing by a noun ("Which middleware compresses ...", "what
-# exception is raised ...", "which endpoint class handles ..."), the noun its subject: "what value
-# does X return" asks about a value X gives, not for a type of value.
-_SORT_NOUN = re.compile(r"^\s*(?:which|what)\s+([A-Za-z]+)(\s+(?:class|classes|type|types))?\s+(?!(?:do|does|did)\b)\w",
+# exception is raised ...", "which endpoint class handles ...", "list all middleware classes"), the
+# noun its subject: "what value does X return" asks about a value X gives, not for a type of value.
+_SORT_NOUN = re.compile(r"^\s*(?:(?:which|what)\s+([A-Za-z]+)(\s+(?:class|classes|type|types))?\s+(?!(?:do|does|did)\b)\w"
+                        r"|(?:list|show|find)\s+(?:(?:all|every|each|the)\s+)?([A-Za-z]+)(\s+(?:class|classes|type|types))\b)",
                         re.IGNORECASE)
 # Nouns the reader knows as node kinds or as words for code in general (the answer patterns above):
 # a sort only when a class or type follows ("which endpoint class", "which service class").
@@ -571,6 +576,9 @@ _NOT_SORTS = frozenset({
 # is a place (code, a file, a document), not a commit, a release or a person. ("Where was X
 # changed?" asks about history.)
 _ASKS_PLACE = re.compile(r"^\s*where\s+(?:is|are|does|do|can|should|would|will|must)\b", re.IGNORECASE)
+# "How do I add CORS headers?", "how does X parse Y?": the answer is code or a document that shows
+# the way, not a commit, a release or a person ("how did X change" asks about history).
+_ASKS_WAY = re.compile(r"^\s*how\s+(?:do|does|can|could|should|would|will|is|are|to)\b", re.IGNORECASE)
 # Words for documentation: "where is the lifespan documented", "which guide covers X" (not a
 # "document" a program handles, nor the "-doc" of a name).
 _DOC_WORDS = re.compile(r"(?<![-\w])(?:docs|documentation|documented|guides?|tutorials?|readme)\b(?!-)", re.IGNORECASE)
@@ -669,9 +677,10 @@ def parse_question(text: str, now: datetime | None = None, *, sessions: bool = F
     q.outside_own = bool(_OUTSIDE_OWN.search(text))
     q.asks_tests = bool(_ASKS_TESTS.search(text))
     q.asks_place = bool(_ASKS_PLACE.match(text))
+    q.asks_way = bool(_ASKS_WAY.match(text))
     q.asks_docs = bool(_DOC_WORDS.search(text))
-    if ((m := _SORT_NOUN.match(read)) and not ({noun := m.group(1).lower(), noun.removesuffix("s")}
-                                                & (_NOT_SORTS if m.group(2) else _NOT_SORTS | _KIND_NOUNS))
+    if ((m := _SORT_NOUN.match(read)) and not ({noun := (m.group(1) or m.group(3)).lower(), noun.removesuffix("s")}
+                                                & (_NOT_SORTS if m.group(2) or m.group(4) else _NOT_SORTS | _KIND_NOUNS))
             and not any(pattern.fullmatch(noun) for pattern, _ in (*_REL_WORDS, _COMING_AND_GOING, _IMPLEMENT))):
         q.sort_noun = noun  # not a verb the reader knows: "what calls X", "what changed"
     q.inside = tuple(dict.fromkeys([m.group(1) for m in _INSIDE_PATH.finditer(text)]

@@ -241,7 +241,7 @@ _SAVED_AS_IS: dict[str, type | tuple[type, ...]] = {
 
 
 _CAMEL_WORDS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z0-9]+")
-_LAST_WORD = re.compile(r"(?:[A-Z]+(?![a-z])|[A-Z]?[a-z0-9]+)$")
+_LAST_WORD = re.compile(f"(?:{_CAMEL_WORDS.pattern})$")
 # The bases a type's signature names: Python's "class X(Base, metaclass=M)", and "extends A
 # implements B, C" of Java, TypeScript and JavaScript.
 _PY_BASES = re.compile(r"\bclass\s+\w+\s*(?:\[[^\]]*\])?\s*\(([^)]*)\)")
@@ -257,7 +257,10 @@ def sort_word(name: str) -> str | None:
     """The last word of a type's name, singular and in lower case: "middleware" for
     ``GZipMiddleware``, "error" for ``ParseError``, "response" for ``Response``."""
     m = _LAST_WORD.search(name.rstrip("_"))
-    return singular(m.group().lower()) if m else None
+    if not m:
+        return None
+    word = m.group()
+    return word.lower() if word.isupper() else singular(word.lower())  # an acronym has no plural: "CORS"
 
 
 def base_names(signature: str) -> list[str]:

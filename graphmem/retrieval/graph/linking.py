@@ -151,7 +151,9 @@ def link(cat: Catalog, q: Question, config: LinkConfig, *, names: tuple[list[str
                             and (people or cat.nodes[k][0] is not NodeKind.PERSON)}
                     if not keys:
                         continue
-                if size == 1 and i in spelt_as_code:
+                if size == 1 and (i in spelt_as_code or (i > 0 and raw[i][:1].isupper())):
+                    # Spelt as code, or capitalised inside a sentence ("what does Mount do": the
+                    # class, not the method ``mount``).
                     keys = _same_spelling(keys, raw[i])
                 claim(i, size, keys, " ".join(raw[i:i + size]))
                 if plain is not None and size == 1 and raw[i].islower():
