@@ -129,8 +129,8 @@ _BEFORE = re.compile(r"\b(?:before|prior to|until|up to)\s+" + _MONTH_YEAR, re.I
 _AFTER = re.compile(r"\b(?:after|since|from)\s+" + _MONTH_YEAR, re.IGNORECASE)
 _IN = re.compile(r"\b(?:in|during)\s+" + _MONTH_YEAR, re.IGNORECASE)
 _AS_OF = re.compile(r"\b(?:as of|at the time of|when)\s+(INC[-_ ]?\d+|ADR[-_ ]?\d+)", re.IGNORECASE)
-_LATEST = re.compile(r"\b(latest|most recent|newest|last)\s+(incident|outage|commit|change|decision|adr|release|version)s?\b",
-                     re.IGNORECASE)
+_LATEST = re.compile(r"\b(latest|most recent|newest|last)\s+"
+                     r"(incident|outage|commit|change|decision|adr|release|version)s?\b", re.IGNORECASE)
 _LATEST_CHANGE = re.compile(r"\b(last|latest|most recent(ly)?|recently)\s+(changed|modified|touched|edited|"
                             r"updated|worked on|change|edit|commit)", re.IGNORECASE)
 # English words for a change, a removal and a creation. Matched as whole words so that a name
@@ -288,13 +288,13 @@ class Question:
     asks_tests: bool = False
     # "Which middleware compresses responses?", "what exception is raised when ...", "which response
     # class streams a file?": the question asks for a thing by a noun that is no node kind (lower
-    # case, as written). Where the project's type names end with it (``GZipMiddleware``), those types are
-    # the answers (see ``graphmem.retrieval.graph.sorts``).
+    # case, as written). Where the project's type names end with it (``GZipMiddleware``), those
+    # types are the answers (see ``graphmem.retrieval.graph.sorts``).
     sort_noun: str = ""
     # "Where is X defined?", "where are path variables extracted?": the answer is a place (code, a
     # file, a document), not a commit, a release or a person.
     asks_place: bool = False
-    # The question speaks of documentation ("where is X documented", "which guide explains Y").
+    # The question speaks of documentation ("where is X documented", "which guide covers Y").
     asks_docs: bool = False
     # "How do I add CORS headers?", "how does X parse Y?": the answer shows a way (code, a document),
     # it is no commit, release or person.
@@ -556,9 +556,10 @@ _ASKS_TESTS = re.compile(r"\b(?:which|what)\s+(?:unit\s+|integration\s+)?tests?\
 # A question that opens by asking for a thing by a noun ("Which middleware compresses ...", "what
 # exception is raised ...", "which endpoint class handles ...", "list all middleware classes"), the
 # noun its subject: "what value does X return" asks about a value X gives, not for a type of value.
-_SORT_NOUN = re.compile(r"^\s*(?:(?:which|what)\s+([A-Za-z]+)(\s+(?:class|classes|type|types))?\s+(?!(?:do|does|did)\b)\w"
-                        r"|(?:list|show|find)\s+(?:(?:all|every|each|the)\s+)?([A-Za-z]+)(\s+(?:class|classes|type|types))\b)",
-                        re.IGNORECASE)
+_SORT_NOUN = re.compile(r"^\s*(?:(?:which|what)\s+([A-Za-z]+)(\s+(?:class|classes|type|types))?"
+                        r"\s+(?!(?:do|does|did)\b)\w"
+                        r"|(?:list|show|find)\s+(?:(?:all|every|each|the)\s+)?([A-Za-z]+)"
+                        r"(\s+(?:class|classes|type|types))\b)", re.IGNORECASE)
 # Nouns the reader knows as node kinds or as words for code in general (the answer patterns above):
 # a sort only when a class or type follows ("which endpoint class", "which service class").
 _KIND_NOUNS = frozenset({
@@ -679,10 +680,14 @@ def parse_question(text: str, now: datetime | None = None, *, sessions: bool = F
     q.asks_place = bool(_ASKS_PLACE.match(text))
     q.asks_way = bool(_ASKS_WAY.match(text))
     q.asks_docs = bool(_DOC_WORDS.search(text))
-    if ((m := _SORT_NOUN.match(read)) and not ({noun := (m.group(1) or m.group(3)).lower(), noun.removesuffix("s")}
-                                                & (_NOT_SORTS if m.group(2) or m.group(4) else _NOT_SORTS | _KIND_NOUNS))
-            and not any(pattern.fullmatch(noun) for pattern, _ in (*_REL_WORDS, _COMING_AND_GOING, _IMPLEMENT))):
-        q.sort_noun = noun  # not a verb the reader knows: "what calls X", "what changed"
+    if m := _SORT_NOUN.match(read):
+        noun = (m.group(1) or m.group(3)).lower()
+        # Before "class" or "type" a kind word names a sort too ("which endpoint class"); a verb the
+        # reader knows names none ("what calls X", "what changed").
+        excluded = _NOT_SORTS if m.group(2) or m.group(4) else _NOT_SORTS | _KIND_NOUNS
+        if (not {noun, noun.removesuffix("s")} & excluded
+                and not any(pattern.fullmatch(noun) for pattern, _ in (*_REL_WORDS, _COMING_AND_GOING, _IMPLEMENT))):
+            q.sort_noun = noun
     q.inside = tuple(dict.fromkeys([m.group(1) for m in _INSIDE_PATH.finditer(text)]
                                    + [m.group(1) for m in _INSIDE_NAME.finditer(text)]))
     return q

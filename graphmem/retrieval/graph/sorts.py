@@ -3,7 +3,7 @@
 "Which middleware compresses responses?" asks for a middleware, a word that is no node kind. Code
 names its types after what they are (``GZipMiddleware``, ``CORSMiddleware``; ``ParseError``;
 ``JSONResponse``), so where several of the project's types end with the noun, those types are
-the question's possible answers: fusion puts them before the rest (``outside_scope_last``), and a
+the question's possible answers: fusion puts them before the rest (the engine's scope rules), and a
 piece of code found for the question's words brings the type of that sort that holds it (its
 class, else the one such type in its file: ``send_with_compression`` in ``gzip.py`` brings
 ``GZipMiddleware``).
