@@ -200,3 +200,28 @@ def test_what_imports_a_module_is_the_files_that_import_its_definitions(tmp_path
     hits = [h.key for h in graph.retrieve(parse_question("What does web.data import?")).hits]
     assert hits[0] == other, hits
     st.close()
+
+
+def test_who_wrote_most_of_a_file_counts_the_changes_each_person_authored(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """"Who wrote most of regexp.go": the author of the most changes to it comes first, not the
+    maintainer whose merge commits brought others' changes in, nor the one who wrote much nearby."""
+    st = EmbeddedStore(tmp_path, "most")
+    git = Provenance("git", "test")
+    prov = Provenance("regexp.go", "test")
+    writer, maintainer = "person:writer@example.com", "person:maintainer@example.com"
+    nodes = [Node("file:regexp.go", "regexp.go", prov), Node("file:mux.go", "mux.go", prov),
+             Node(writer, "Writer", git, {"email": "writer@example.com"}),
+             Node(maintainer, "Maintainer", git, {"email": "maintainer@example.com"})]
+    rels = []
+    for i in range(12):  # commit 0 is the root; 1-3 are the writer's; 4-7 the maintainer's merges; 8-11 elsewhere
+        sha = f"{i:02d}" * 20
+        parents = [] if i == 0 else ([f"{i - 1:02d}" * 20, "ff" * 20] if 4 <= i <= 7 else [f"{i - 1:02d}" * 20])
+        nodes.append(Node(f"commit:{sha}", f"change {i}", git,
+                          {"parents": parents, "committed_at": f"2024-01-{i + 1:02d}T00:00:00Z"}))
+        author = writer if 1 <= i <= 3 else maintainer
+        rels.append(Relationship(author, RelType.AUTHORED, f"commit:{sha}", git))
+        rels.append(Relationship(f"commit:{sha}", RelType.CHANGED, "file:mux.go" if i >= 8 else "file:regexp.go", git))
+    st.upsert(nodes, rels, [])
+    hits = [h.key for h in GraphRetriever(st).retrieve(parse_question("Who wrote most of regexp.go?")).hits]
+    assert hits[0] == writer, hits
+    st.close()

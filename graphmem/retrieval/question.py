@@ -299,6 +299,9 @@ class Question:
     # "How do I add CORS headers?", "how does X parse Y?": the answer shows a way (code, a document),
     # it is no commit, release or person.
     asks_way: bool = False
+    # "Who wrote most of regexp.go?", "who knows the router best?": the people are ranked by how
+    # much of it they wrote (a count, not "the most recent change").
+    asks_most: bool = False
 
     def keep_relationships(self, held: Collection[str]) -> None:
         """Forget the relationships (and their directions and steps) whose type is not in ``held``:
@@ -337,7 +340,7 @@ class Question:
                 "asks_type": self.asks_type, "asks_callable": self.asks_callable, "asks_in_force": self.asks_in_force,
                 "asks_other_thing": self.asks_other_thing, "asks_tests": self.asks_tests,
                 "sort_noun": self.sort_noun or None, "asks_place": self.asks_place, "asks_docs": self.asks_docs,
-                "asks_way": self.asks_way,
+                "asks_way": self.asks_way, "asks_most": self.asks_most,
                 "step": [self.step[0].value, self.step[1]] if self.step else None,
                 "adrs": list(self.adr_numbers), "incidents": list(self.incident_numbers),
                 "tickets": list(self.tickets), "shas": list(self.shas), "time": self.time.as_dict()}
@@ -580,6 +583,7 @@ _ASKS_PLACE = re.compile(r"^\s*where\s+(?:is|are|does|do|can|should|would|will|m
 # "How do I add CORS headers?", "how does X parse Y?": the answer is code or a document that shows
 # the way, not a commit, a release or a person ("how did X change" asks about history).
 _ASKS_WAY = re.compile(r"^\s*how\s+(?:do|does|can|could|should|would|will|is|are|to)\b", re.IGNORECASE)
+_MOST = re.compile(r"\bmost\b(?!\s+recent)|\bbest\b", re.IGNORECASE)
 # Words for documentation: "where is the lifespan documented", "which guide covers X" (not a
 # "document" a program handles, nor the "-doc" of a name).
 _DOC_WORDS = re.compile(r"(?<![-\w])(?:docs|documentation|documented|guides?|tutorials?|readme)\b(?!-)", re.IGNORECASE)
@@ -679,6 +683,7 @@ def parse_question(text: str, now: datetime | None = None, *, sessions: bool = F
     q.asks_tests = bool(_ASKS_TESTS.search(text))
     q.asks_place = bool(_ASKS_PLACE.match(text))
     q.asks_way = bool(_ASKS_WAY.match(text))
+    q.asks_most = bool(_MOST.search(text))
     q.asks_docs = bool(_DOC_WORDS.search(text))
     if m := _SORT_NOUN.match(read):
         noun = (m.group(1) or m.group(3)).lower()

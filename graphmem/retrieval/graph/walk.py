@@ -177,8 +177,11 @@ def walk(store: GraphStore, cat: Catalog, q: Question, linked: dict[str, Link], 
     # "Who last changed X", "which commit last touched X": the newest change to what the question
     # names is the answer, or that change's author when a person is asked. PageRank alone lets an
     # author of many older changes nearby outweigh it.
+    counted = q.asks_most and NodeKind.PERSON in answer and not q.latest_change
     if q.latest_change:
         final = _newest_change_first(final, edges, cat, result, answer)
+    elif counted:
+        final = _most_changes_first(final, store, cat, result, as_of)
     if q.asks_in_force:
         final = _superseded_last(final, edges, cat, ref_date, config)
     shipped: dict[str, tuple[str, Step]] = {}
@@ -198,7 +201,7 @@ def walk(store: GraphStore, cat: Catalog, q: Question, linked: dict[str, Link], 
                 final[key] *= scale
     stepped = any(link.reason is LinkReason.STEPPED for link in result.linked.values())
     if config.role_order and answer and q.main_rel_types and not (stepped or q.asks_removal or q.asks_creation
-                                                                   or q.latest_change):
+                                                                   or q.latest_change or counted):
         final = _role_order(final, kinds, sub, edges, q, cat, result, answer, config)
     top = _best(final, k)
     # Evidence: the cheapest path from a seed, a relationship costing the inverse of its weight,
@@ -495,6 +498,34 @@ def _newest_change_first(final: dict[str, float], edges: list[Edge], cat: Catalo
             authors.get(commit, ()) if NodeKind.PERSON in answer else ())
         for key in picked:
             out[key] = top + final.get(key, 0.0)
+    return out
+
+
+def _most_changes_first(final: dict[str, float], store: GraphStore, cat: Catalog, result: GraphResult,
+                        as_of: str | None) -> dict[str, float]:
+    """For "who wrote most of regexp.go", "who knows the router best": the people by how many of
+    the changes to the code the question names (or to its members) they authored, above everyone
+    else, then in ``final``'s order. A count is no PageRank, which lifts whoever wrote much nearby;
+    and it is read from the store (three reads), not from the walk, which may stop short of some
+    authors. Merge commits bring others' changes in and root commits only create: neither counts."""
+    subjects = sorted(key for key, link in result.linked.items()
+                      if link.named and cat.nodes.get(key, _NO_INFO)[0] in (NodeKind.SYMBOL, NodeKind.FILE))
+    if not subjects:
+        return final
+    members = [e.other for e in store.incident_edges(subjects, rel_types=[RelType.CONTAINS.value], direction="out",
+                                                     as_of=as_of)]
+    changed = store.incident_edges(sorted(set(subjects) | set(members)), rel_types=sorted(_CHANGE_TYPES),
+                                   direction="in", as_of=as_of)
+    changes = {e.other for e in changed if e.other not in cat.merge_commits and e.other not in cat.root_commits}
+    counts: dict[str, int] = {}
+    for e in store.incident_edges(sorted(changes), rel_types=[RelType.AUTHORED.value], direction="in", as_of=as_of):
+        counts[e.other] = counts.get(e.other, 0) + 1
+    if not counts:
+        return final
+    out = dict(final)
+    top = max(final.values(), default=1.0)
+    for person, n in counts.items():
+        out[person] = top * (1.0 + n) + final.get(person, 0.0)
     return out
 
 
