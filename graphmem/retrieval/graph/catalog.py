@@ -77,8 +77,8 @@ class Catalog:
     # ``GZipMiddleware`` and ``CORSMiddleware``, "error" for ``ParseError``): the sort of thing a
     # project's naming makes each (see ``graphmem.retrieval.graph.sorts``).
     sorts: dict[str, set[str]] = field(default_factory=dict)
-    # Types by their name's words run together, in lower case ("corsmiddleware", "testclient"): a
-    # question may write a type's name as words ("the CORS middleware", "the test client").
+    # Types by their name's words run together, in lower case ("corsmiddleware", "httpendpoint"): a
+    # question may write a type's name as words ("the CORS middleware", "the HTTP endpoint").
     types_by_words: dict[str, set[str]] = field(default_factory=dict)
     # Documents that record the project's history (changelogs, release notes): they mention every
     # part of the code, and answer questions about its history, not about the code.
