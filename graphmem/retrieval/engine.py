@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -384,22 +384,13 @@ class Retriever:
         nodes = self.store.get_nodes(sorted(wanted)) if wanted else {}
         present = {key for key, node in nodes.items() if node.props.get("symbol_kind") not in FUNCTION_KINDS}
         named = {key for key, why in cands.graph.linked.items() if why.named} if cands.graph is not None else set()
-        for name, ranking in cands.rankings.items():
-            lifted: list[str] = []
-            scores = cands.scores.get(name)
-            for key in ranking:
-                owner = key.rsplit(".", 1)[0] if key.startswith("sym:") and "." in key.split("::", 1)[1] else None
-                lift = owner in present and owner not in lifted and keep(owner, None)
-                if lift and key in named:
-                    lifted.append(owner)
-                    cands.holders = True
-                if key not in lifted:
-                    lifted.append(key)
-                if lift and owner not in lifted:
-                    lifted.append(owner)
-                if lift and scores is not None and owner not in scores:
-                    scores[owner] = scores.get(key, 0.0)
-            cands.rankings[name] = lifted[:len(ranking)]
+
+        def owner_type(key: str) -> str | None:
+            owner = key.rsplit(".", 1)[0] if key.startswith("sym:") and "." in key.split("::", 1)[1] else None
+            return owner if owner in present else None
+
+        if _bring_holders(cands, owner_type, keep, before=named):
+            cands.holders = True
 
     def fuse(self, spec: RetrievalConfig, cands: Candidates) -> list[tuple[str, float]]:
         """One ranked list of (key, score) from the recipe's lists: plain (weighted) reciprocal rank
@@ -500,43 +491,59 @@ def _scoped(order: list[str], cands: Candidates) -> list[str]:
     g = cands.graph
     if g is None:
         return order
-    order = outside_scope_last(order, g.outside, g.inside, cands.question.asks_tests)
+    q = cands.question
+    order = outside_scope_last(order, g.outside, g.inside, q.asks_tests)
     if g.sort:
-        order = [key for key in order if key in g.sort] + [key for key in order if key not in g.sort]
-    if cands.question.asks_place:
+        order = _last(order, lambda key: key not in g.sort)
+    if q.asks_place:
         # Code first (documents, when the question speaks of documentation), then the other places.
-        wanted = {NodeKind.DOCUMENT} if cands.question.asks_docs else _CODE
-        first = {key for key in order if kind_of(key) in wanted}
-        order = ([key for key in order if key in first]
-                 + [key for key in order if key not in first and kind_of(key) not in _NO_PLACES]
-                 + [key for key in order if kind_of(key) in _NO_PLACES])
-    elif cands.question.asks_way and not cands.question.about_history:
-        order = ([key for key in order if kind_of(key) not in _NO_PLACES]
-                 + [key for key in order if kind_of(key) in _NO_PLACES])
+        wanted = {NodeKind.DOCUMENT} if q.asks_docs else _CODE
+        order = _last(order, lambda key: kind_of(key) not in wanted)
+    if q.asks_place or (q.asks_way and not q.about_history):
+        order = _last(order, lambda key: kind_of(key) in _NO_PLACES)
     if g.records:
-        order = [key for key in order if key not in g.records] + [key for key in order if key in g.records]
+        order = _last(order, lambda key: key in g.records)
     return order
+
+
+def _last(order: list[str], away: Callable[[str], bool]) -> list[str]:
+    """``order`` with the keys ``away`` holds for moved after the others, each part in its order."""
+    return [key for key in order if not away(key)] + [key for key in order if away(key)]
 
 
 def _lift_holders(cands: Candidates, keep: Any) -> None:
     """For "which middleware compresses responses": each piece of code a list found brings, right
     after it, the type of the asked sort that holds it (its class, or the one such type in its file:
-    see ``graphmem.retrieval.graph.sorts``), with the same score."""
+    see ``graphmem.retrieval.graph.sorts``)."""
     assert cands.graph is not None
     members = cands.graph.sort
     places = sorts.by_path(members)
+    _bring_holders(cands, lambda key: None if key in members else sorts.holder_of(key, members, places), keep)
+
+
+def _bring_holders(cands: Candidates, holder_of: Callable[[str], str | None], keep: Any,
+                   before: Collection[str] = ()) -> bool:
+    """Each key of every list brings ``holder_of(key)`` into the same list, with the key's score:
+    right after it, or in its place for a key in ``before`` (the key follows). A holder already
+    placed stays where it is, and each list keeps its length. Whether a holder took a key's place."""
+    placed_before = False
     for name, ranking in cands.rankings.items():
-        scores = cands.scores.get(name)
         lifted: list[str] = []
+        scores = cands.scores.get(name)
         for key in ranking:
+            holder = holder_of(key)
+            lift = holder is not None and holder not in lifted and keep(holder, None)
+            if lift and key in before:
+                lifted.append(holder)
+                placed_before = True
             if key not in lifted:
                 lifted.append(key)
-            holder = None if key in members else sorts.holder_of(key, members, places)
-            if holder is not None and holder not in lifted and keep(holder, None):
+            if lift and holder not in lifted:
                 lifted.append(holder)
-                if scores is not None and holder not in scores:
-                    scores[holder] = scores.get(key, 0.0)
+            if lift and scores is not None and holder not in scores:
+                scores[holder] = scores.get(key, 0.0)
         cands.rankings[name] = lifted[:len(ranking)]
+    return placed_before
 
 
 def _filter(kinds: set[NodeKind] | None, path_prefix: str | None):  # type: ignore[no-untyped-def]

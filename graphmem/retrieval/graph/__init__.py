@@ -296,10 +296,12 @@ class GraphRetriever:
         return self._link(built, q, query_vec, plain)
 
     def _link(self, built: _Built, q: Question, query_vec: np.ndarray | None,
-              plain: set[str] | None) -> dict[str, Link]:
-        sort = bool(sort_members(built.catalog, q, self.link_config.sort_min_members))
+              plain: set[str] | None, sort: set[str] | None = None) -> dict[str, Link]:
+        """``sort``: the project's types of the sort ``q`` asks for, when the caller has them."""
+        if sort is None:
+            sort = sort_members(built.catalog, q, self.link_config.sort_min_members)
         return link(built.catalog, q, self.link_config, names=self._name_vectors(built) if query_vec is not None else None,
-                    query_vec=query_vec, plain=plain, ignore=built.project_names, sort=sort)
+                    query_vec=query_vec, plain=plain, ignore=built.project_names, sort=bool(sort))
 
     def reference_date(self, q: Question) -> str | None:
         return reference_date(self.catalog, q)
@@ -312,7 +314,8 @@ class GraphRetriever:
         built = built if built is not None else self.refresh()
         cat = built.catalog
         plain: set[str] = set()
-        linked = self._link(built, q, query_vec, plain)
+        sort = sort_members(cat, q, self.link_config.sort_min_members)
+        linked = self._link(built, q, query_vec, plain, sort)
         seeds = {key: lk.weight for key, lk in linked.items()}
         # Extracted entities and passages named in the question ("Lothair II") are where to look,
         # not what the organisation's graph knows for certain: the search starts there but is not
@@ -324,7 +327,6 @@ class GraphRetriever:
         # The entity layer is the graph as it is now, without dates: it answers questions that
         # name no organisation node, ask for no kind but passages, and speak of no time that
         # the graph's dated nodes could answer.
-        sort = sort_members(cat, q, self.link_config.sort_min_members)
         records = set() if q.about_history else cat.changelogs
         if not anchored and timeless and asked <= {NodeKind.DOCUMENT, NodeKind.ENTITY}:
             layer = self._layer(built)
