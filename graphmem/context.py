@@ -1099,9 +1099,9 @@ def _z(raw: bytes) -> list[str]:
 def _symbol_ranges(path: str, data: bytes) -> list[tuple[str, int, int]]:
     from extractors import code
 
-    if not code.supports(path) or len(data) > 2_000_000:
+    if len(data) > 2_000_000:
         return []
-    return [(s.qualname, s.start_line, s.end_line) for s in code.parse_file(path, data).symbols]
+    return code.symbol_ranges(path, data)
 
 
 def _symbols_in_file(root: Path, path: str) -> list[tuple[str, int, int]]:

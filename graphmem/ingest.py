@@ -188,13 +188,6 @@ def parse_pool(workers: int) -> ProcessPoolExecutor:
     return ProcessPoolExecutor(max_workers=workers, mp_context=context)
 
 
-def _symbol_ranges(path: str, data: bytes) -> list[tuple[str, int, int]]:
-    """Symbols of one version of a file, for mapping commit hunks onto functions."""
-    if not code.supports(path):
-        return []
-    return [(s.qualname, s.start_line, s.end_line) for s in code.parse_file(path, data).symbols]
-
-
 class FactsCache:
     """Parsed code facts by content hash, so an unchanged file is never parsed twice.
 
@@ -563,9 +556,9 @@ def ingest(
                          if n.key[7:] not in reachable]
         if since != head:
             try:
-                history = extract_history(root, since=since, parse=_symbol_ranges)
+                history = extract_history(root, since=since, parse=code.symbol_ranges)
             except GraphmemError:  # e.g. the last ingested commit was rewritten away
-                history = extract_history(root, parse=_symbol_ranges)
+                history = extract_history(root, parse=code.symbol_ranges)
             report.commits = sum(1 for n in history.nodes if n.key.startswith("commit:"))
 
     # --- releases: read again when the tags changed (or a tag's commit joined the history) ---

@@ -48,6 +48,15 @@ def extract_tree(root: str | os.PathLike[str], *, commit: str | None = None) -> 
     return extraction
 
 
+def symbol_ranges(path: str, data: bytes) -> list[tuple[str, int, int]]:
+    """``(qualname, start line, end line)`` of every definition in one version of a file, for
+    mapping changed lines onto symbols: a key defined more than once (overloads, a property's
+    setter) has a tuple for each definition. Empty for a language graphmem does not parse."""
+    if not supports(path):
+        return []
+    return [(s.qualname, start, end) for s in parse_file(path, data).symbols for start, end in s.ranges()]
+
+
 __all__ = [
     "EXTRACTOR",
     "EXTRACTOR_VERSION",
@@ -58,6 +67,7 @@ __all__ = [
     "SymbolFact",
     "build_graph",
     "extract_tree",
+    "symbol_ranges",
     "language_for",
     "parse_file",
     "supports",

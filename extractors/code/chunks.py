@@ -39,6 +39,11 @@ def symbol_chunks(
     if children is None:
         children = [s for s in facts.symbols if s.parent == symbol.qualname]
     body = _collapsed_lines(lines, symbol.start_line, symbol.end_line, children)
+    # The further definitions under this key (a Java overload, a Python property's setter) belong
+    # to this passage, each with the comment that documents it, not to the enclosing class's.
+    for start, end, doc_start in symbol.extra_ranges:
+        first = doc_start if 0 < doc_start < start else start
+        body += _collapsed_lines(lines, first, end, children)
     return _pack(key, header, preface, body, provenance)
 
 
@@ -46,7 +51,7 @@ def file_chunks(facts: FileFacts, lines: list[str], provenance: Provenance) -> l
     """Passages for the module-level code of a file (none when every line belongs to a symbol)."""
     top_level = [s for s in facts.symbols if s.parent is None]
     body = _collapsed_lines(lines, 1, len(lines), top_level)
-    covered = {n for s in top_level for n in range(s.start_line, s.end_line + 1)}
+    covered = {n for s in top_level for start, end in s.ranges() for n in range(start, end + 1)}
     if not any(text.strip() for number, text in body if number not in covered):
         return []
     header = f"{facts.path} ({facts.language} file)\n"
@@ -58,10 +63,16 @@ def _collapsed_lines(
     lines: list[str], start: int, end: int, children: list[SymbolFact]
 ) -> list[tuple[int, str]]:
     """``(line number, text)`` of lines start..end with each child shown as its first line only,
-    and without the comment above a child that documents it (the child's own passage holds it)."""
-    child_at = {c.start_line: c for c in children if start <= c.start_line <= end}
-    documented = {n for c in child_at.values() if start <= c.doc_start_line < c.start_line
-                  for n in range(c.doc_start_line, c.start_line)}
+    and without the comment above a child that documents it (the child's own passage holds it).
+    A child's further definitions under the same key (overloads) are shown so too."""
+    child_at: dict[int, tuple[SymbolFact, int]] = {}
+    documented: set[int] = set()
+    for c in children:
+        for c_start, c_end, doc_start in ([c.start_line, c.end_line, c.doc_start_line], *c.extra_ranges):
+            if start <= c_start <= end:
+                child_at[c_start] = (c, c_end)
+                if start <= doc_start < c_start:
+                    documented.update(range(doc_start, c_start))
     out: list[tuple[int, str]] = []
     number = start
     end = min(end, len(lines))
@@ -69,25 +80,28 @@ def _collapsed_lines(
         if number in documented:
             number += 1
             continue
-        child = child_at.get(number)
-        if child is not None and child.end_line > child.start_line:
+        child, child_end = child_at.get(number, (None, 0))
+        if child is not None and child_end > number:
             # Show the declaration line itself (after decorators) so the reader sees a name.
-            first = _declaration_line(lines, child)
+            first = _declaration_line(lines, child, number, child_end)
             out.append((number, first.rstrip() + " ..."))
-            number = child.end_line + 1
+            number = child_end + 1
             continue
         out.append((number, lines[number - 1]))
         number += 1
     return out
 
 
-def _declaration_line(lines: list[str], symbol: SymbolFact) -> str:
+def _declaration_line(lines: list[str], symbol: SymbolFact, start: int, end: int) -> str:
+    """The line of lines start..end (one definition of ``symbol``) that declares it: the one that
+    opens like its signature, else the one that names it, else the first."""
+    last = min(end, len(lines))
     head = symbol.signature.split("\n", 1)[0].strip()
-    for number in range(symbol.start_line, min(symbol.end_line, len(lines)) + 1):
-        text = lines[number - 1]
-        if head and head[:20] in text:
-            return text
-    return lines[symbol.start_line - 1]
+    for probe in (head[:20], symbol.name):
+        for number in range(start, last + 1):
+            if probe and probe in lines[number - 1]:
+                return lines[number - 1]
+    return lines[start - 1]
 
 
 def _pack(

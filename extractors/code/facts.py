@@ -12,7 +12,7 @@ from typing import Any
 # Bumped whenever parsing changes what it records, so cached facts are not reused across versions,
 # and whenever resolution links them otherwise: a new version has every project's code extracted
 # and resolved again on its next ingest, even where no file changed.
-FACTS_VERSION = 9
+FACTS_VERSION = 10
 
 
 @dataclass(slots=True)
@@ -43,8 +43,14 @@ class SymbolFact:
     # Each local's first binding, as in ``rebound`` (where a later one may replace it).
     local_lines: dict[str, list[Any]] = field(default_factory=dict)
     returns: str = ""
-    # Further line ranges sharing this key (overloads, conditional redefinitions).
+    # Further definitions sharing this key (overloads, property setters, conditional
+    # redefinitions): ``[start_line, end_line, doc_start_line]`` each, ``doc_start_line`` 0 when
+    # no comment above documents it.
     extra_ranges: list[list[int]] = field(default_factory=list)
+
+    def ranges(self) -> list[tuple[int, int]]:
+        """Every line range of the definitions under this key, the first one first."""
+        return [(self.start_line, self.end_line), *((r[0], r[1]) for r in self.extra_ranges)]
 
 
 @dataclass(slots=True)

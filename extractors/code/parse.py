@@ -369,7 +369,7 @@ class _FileParser:
                 by_qualname[symbol.qualname] = symbol
             else:
                 # Overloads and redefinitions share one key; the first keeps the signature.
-                first.extra_ranges.append([symbol.start_line, symbol.end_line])
+                first.extra_ranges.append([symbol.start_line, symbol.end_line, symbol.doc_start_line])
                 first.bases.extend(b for b in symbol.bases if b not in first.bases)
                 _merge_locals(first, symbol)
                 for name, type_text in symbol.fields.items():

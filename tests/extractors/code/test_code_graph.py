@@ -109,6 +109,44 @@ class Pad {
     assert sum(1 for n in graph.nodes if n.key == "sym:Pad.java::Pad.pad") == 1
 
 
+def test_every_definition_under_one_key_is_in_its_own_passages_not_its_class():
+    """A second overload (with its Javadoc) and a property's setter read as part of the method,
+    and their parent class shows them as a declaration line only."""
+    java = b"""class Pad {
+    /** Pads with spaces. */
+    String pad(String s) { return s + " "; }
+
+    /**
+     Pads with a repeated filler character.
+     */
+    String pad(String s, int n) {
+        return s + "filler".repeat(n);
+    }
+}
+"""
+    python = b"""class Box:
+    @property
+    def size(self):
+        return self._size
+
+    @size.setter
+    def size(self, value):
+        self._size = clamp(value)
+"""
+    for path, source, owner, method, inner in (
+            ("Pad.java", java, "Pad", "Pad.pad", ['"filler".repeat(n)', "repeated filler character"]),
+            ("box.py", python, "Box", "Box.size", ["clamp(value)"])):
+        graph = build_graph({path: parse_file(path, source)})
+        text = {key: "".join(c.text for c in graph.chunks if c.node_key == key)
+                for key in (symbol_key(path, owner), symbol_key(path, method))}
+        for line in inner:
+            assert line in text[symbol_key(path, method)]
+            assert line not in text[symbol_key(path, owner)]
+    assert "String pad(String s, int n) { ..." in "".join(
+        c.text for c in build_graph({"Pad.java": parse_file("Pad.java", java)}).chunks
+        if c.node_key == "sym:Pad.java::Pad")
+
+
 def test_calls_from_module_level_code_start_at_the_file():
     a = parse_file("app/a.py", b"from app.b import go\n\ngo()\n")
     b = parse_file("app/b.py", b"def go():\n    pass\n")

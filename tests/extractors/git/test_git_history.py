@@ -21,6 +21,7 @@ from extractors.git import (
     touched_symbols,
     working_tree_dirty,
 )
+from extractors.code import symbol_ranges
 from graphmem.model import RelType, check_node, check_relationship
 
 SERVICE_V1 = '''\
@@ -217,6 +218,16 @@ def test_touched_symbols_prefers_innermost() -> None:
     assert touched_symbols(symbols, [(2, 2)]) == {"C": 1}
     assert touched_symbols(symbols, [(9, 23)]) == {"C.m": 2, "C": 10, "f": 2}
     assert touched_symbols(symbols, [(21, 21)]) == {}
+
+
+def test_a_change_to_a_second_definition_modifies_the_method_not_its_class() -> None:
+    """A property's setter (or an overload) shares its getter's key: editing it changes that
+    symbol, as the getter's own lines would."""
+    source = (b"class Box:\n    @property\n    def size(self):\n        return self._size\n\n"
+              b"    @size.setter\n    def size(self, value):\n        self._size = value\n")
+    symbols = symbol_ranges("box.py", source)
+    assert ("Box.size", 6, 8) in symbols
+    assert touched_symbols(symbols, [(8, 8)]) == {"Box.size": 1}
 
 
 def test_known_keys_limit_changed_and_modified(repo: Repo) -> None:
