@@ -40,6 +40,7 @@ _TYPE_ARGS = re.compile(r"<[^<>()]*>")
 _TURBOFISH = re.compile(r"::<[^()]*>")
 _PUNCT_SPACE = re.compile(r"\s*([.()\[\]:<>,?!&*])\s*")
 _REFERENCE_PREFIX = re.compile(r"^[\s*&]*(?:'\w+\s+)?(?:mut\s+|dyn\s+)?")
+_DOTTED = re.compile(r"[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*")
 _SIMPLE_VAR = re.compile(r"^(?:(?:self|this)\.)?[A-Za-z_$][\w$]*$")
 
 
@@ -199,6 +200,11 @@ class _FileParser:
             if existing is not None and (existing.kind != "type" or kind == "type"):
                 continue
             receiver = _type_name(self.text(match["receiver"][0])) if "receiver" in match else ""
+            if "owner" in match:
+                owner = _assigned_owner(self.text(match["owner"][0]))
+                if owner is None:
+                    continue
+                receiver, kind = owner, kind if owner else "function"
             self.defs[node.id] = _Def(node, kind, self.text(match["name"][0]), receiver)
         self._place_nodes({node.id for match in matches for nodes in match.values() for node in nodes})
         # Document order keeps parents before children and first overloads first.
@@ -261,7 +267,8 @@ class _FileParser:
         """The outermost wrapper of a definition (decorators, export, `const x = ...`)."""
         anchor = node
         parent = self._parent(anchor)
-        while parent is not None and parent.type in _WRAPPERS:
+        while parent is not None and (parent.type in _WRAPPERS or (
+                parent.type == "expression_statement" and anchor.type == "assignment_expression")):
             anchor, parent = parent, self._parent(parent)
         if anchor.type == "type_spec" and parent is not None and parent.named_child_count == 1:
             anchor = parent
@@ -348,7 +355,12 @@ class _FileParser:
         while sibling is not None:
             if sibling.type == "attribute_item" and sibling.end_point.row >= start_row - 1:
                 start_row = sibling.start_point.row
-            elif sibling.type in _COMMENT_TYPES and sibling.end_point.row >= start_row - 1:
+            elif sibling.type in _COMMENT_TYPES and (
+                    sibling.end_point.row >= start_row - 1
+                    # A /** doc comment is one by intent, even a blank line above its definition
+                    # (a common JSDoc layout: `/** Set the status. */`, a blank, `res.status = ...`).
+                    or (not parts and sibling.end_point.row == start_row - 2
+                        and self.source[sibling.start_byte:sibling.start_byte + 3] == b"/**")):
                 comment = self.text(sibling)
                 if self.language == "rust" and not comment.startswith(("///", "/**")):
                     break
@@ -590,6 +602,18 @@ def _strip_type_args(text: str) -> str:
         cut = text.find(opener)
         if cut > 0:
             text = text[:cut]
+    return text
+
+
+def _assigned_owner(text: str) -> str | None:
+    """What a function assigned to a property is set on, as a qualified name: ``Router.prototype``
+    -> ``Router``, ``exports`` -> "" (the module itself); None for anything but a dotted name
+    (``this``, ``a[0]``, ``f()``)."""
+    text = _WHITESPACE.sub("", text).removesuffix(".prototype")
+    if text in ("exports", "module.exports"):
+        return ""
+    if not _DOTTED.fullmatch(text) or text == "this" or text.startswith("this."):
+        return None
     return text
 
 

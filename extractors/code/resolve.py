@@ -127,6 +127,7 @@ class ProjectIndex:
         self._bases: dict[Target, list[Target]] = {}
         self._type_cache: dict[tuple[str, str], Target | None] = {}
         self._resolving: set[tuple[str, str]] = set()
+        self._prefixes: dict[str, set[str]] = {}
         self._index_python()
         self._index_go()
         self._index_java()
@@ -779,6 +780,8 @@ class ProjectIndex:
         start: _Found | None = None
         if head in _SELF_NAMES.get(family, ()) or (head == "super" and len(parts) > 1):
             owner = self_class or self.enclosing_class(path, scope)
+            if owner is None and head == "this":
+                owner = self._namespace(path, scope.rpartition(".")[0])
             if owner is None:
                 return None
             if head == "super":
@@ -815,12 +818,27 @@ class ProjectIndex:
                     return self._walk(_Found(bound.target, "module_attribute", conf), parts[cut:], path)
             start = self.resolve_name(path, scope, head)
             if start is None:
-                return None
+                namespace = self._namespace(path, head)
+                if namespace is None:
+                    return None
+                return self._walk(_Found(namespace, "class_member", CONFIDENCE["class_member"]), parts[1:], path)
             if not start.target.is_symbol or start.target.package_dir is not None:
                 start = _Found(start.target, "module_attribute", min(start.confidence, CONFIDENCE["module_attribute"]))
             else:
                 start = _Found(start.target, "class_member", min(start.confidence, CONFIDENCE["class_member"]))
         return self._walk(start, parts[1:], path)
+
+    def _namespace(self, path: str, name: str) -> Target | None:
+        """``name`` as the object a JavaScript module assigns its functions to (``res`` of
+        ``res.send = function send() {}``): no symbol itself, but the prefix of some in the file."""
+        if self.family[path] != "js" or not name:
+            return None
+        prefixes = self._prefixes.get(path)
+        if prefixes is None:
+            prefixes = self._prefixes[path] = {q.rpartition(".")[0] for q in self.symbols.get(path, {})}
+        if name in self.symbols.get(path, {}) or name not in prefixes:
+            return None
+        return Target(path, name)
 
     def _java_field_owner(self, path: str, scope: str, name: str) -> Target | None:
         owner = self.enclosing_class(path, scope)

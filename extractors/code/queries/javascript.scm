@@ -12,6 +12,14 @@
   name: (identifier) @name
   value: (parenthesized_expression [(arrow_function) (function_expression) (generator_function)])) @def.function
 
+; A function assigned to a property at the top of a module: `res.sendFile = function sendFile() {}`,
+; `Router.prototype.route = function () {}`, `exports.parse = () => {}` (@owner: what it is set on).
+(program
+  (expression_statement
+    (assignment_expression
+      left: (member_expression object: (_) @owner property: (property_identifier) @name)
+      right: [(function_expression) (arrow_function) (generator_function)]) @def.method))
+
 ; Inheritance.
 (class_declaration (class_heritage [(identifier) (member_expression)] @inherit.base)) @inherit.owner
 

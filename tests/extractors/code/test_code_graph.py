@@ -369,3 +369,49 @@ class TestMake:
             (symbol_key(cmd, "TestMake.test_fields"), symbol_key(cli, "subcommand")),
             (symbol_key(cmd, "TestMake.test_fields"), symbol_key(cli, "classes"))} <= calls
     assert not any(src == file_key(cmd) for src, _ in calls)  # none is the module's own call
+
+
+def test_functions_assigned_to_properties_at_module_level_are_definitions():
+    """CommonJS code defines its API by assignment (`res.send = function send() {}`, a prototype's
+    methods, `exports.x = ...`): each is a symbol with its JSDoc, and calls to it resolve."""
+    source = b"""'use strict';
+var res = Object.create(null);
+module.exports = res;
+
+/**
+ * Send a response body.
+ */
+
+res.send = function send(body) {
+  return this.end(body);
+};
+
+res.json = function json(obj) {
+  return this.send(JSON.stringify(obj));
+};
+
+function Router() {}
+
+/** Add a route. */
+Router.prototype.route = function (path) {
+  return path;
+};
+
+exports.parse = (text) => text.trim();
+
+function later() {
+  window.onload = function () { return 1; };
+  this.handler = function () { return 2; };
+}
+"""
+    for path in ("lib/response.js", "lib/response.ts"):
+        facts = parse_file(path, source)
+        symbols = {s.qualname: s for s in facts.symbols}
+        assert {"res.send", "res.json", "Router.route", "parse"} <= set(symbols), path
+        assert not {"window.onload", "onload", "handler", "later.handler"} & set(symbols), path
+        assert symbols["res.send"].kind == "method" and symbols["parse"].kind == "function"
+        assert symbols["res.send"].docstring == "Send a response body."
+        assert symbols["Router.route"].parent == "Router" and symbols["Router.route"].docstring == "Add a route."
+        graph = build_graph({path: facts})
+        calls = {(r.src, r.dst) for r in graph.rels if r.type is RelType.CALLS}
+        assert (symbol_key(path, "res.json"), symbol_key(path, "res.send")) in calls, path
