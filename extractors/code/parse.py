@@ -268,7 +268,8 @@ class _FileParser:
         anchor = node
         parent = self._parent(anchor)
         while parent is not None and (parent.type in _WRAPPERS or (
-                parent.type == "expression_statement" and anchor.type == "assignment_expression")):
+                parent.type in ("expression_statement", "assignment_expression")
+                and anchor.type == "assignment_expression")):
             anchor, parent = parent, self._parent(parent)
         if anchor.type == "type_spec" and parent is not None and parent.named_child_count == 1:
             anchor = parent

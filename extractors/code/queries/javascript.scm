@@ -19,6 +19,14 @@
     (assignment_expression
       left: (member_expression object: (_) @owner property: (property_identifier) @name)
       right: [(function_expression) (arrow_function) (generator_function)]) @def.method))
+; The same under an alias, `res.contentType = res.type = function contentType() {}`: named as the
+; function's own assignment names it.
+(program
+  (expression_statement
+    (assignment_expression
+      right: (assignment_expression
+        left: (member_expression object: (_) @owner property: (property_identifier) @name)
+        right: [(function_expression) (arrow_function) (generator_function)]) @def.method)))
 
 ; Inheritance.
 (class_declaration (class_heritage [(identifier) (member_expression)] @inherit.base)) @inherit.owner

@@ -399,6 +399,12 @@ Router.prototype.route = function (path) {
 
 exports.parse = (text) => text.trim();
 
+/** Set the Content-Type. */
+res.contentType =
+res.type = function contentType(type) {
+  return this.set('Content-Type', type);
+};
+
 function later() {
   window.onload = function () { return 1; };
   this.handler = function () { return 2; };
@@ -410,6 +416,7 @@ function later() {
         assert {"res.send", "res.json", "Router.route", "parse"} <= set(symbols), path
         assert not {"window.onload", "onload", "handler", "later.handler"} & set(symbols), path
         assert symbols["res.send"].kind == "method" and symbols["parse"].kind == "function"
+        assert symbols["res.type"].docstring == "Set the Content-Type." and "res.contentType" not in symbols
         assert symbols["res.send"].docstring == "Send a response body."
         assert symbols["Router.route"].parent == "Router" and symbols["Router.route"].docstring == "Add a route."
         graph = build_graph({path: facts})
