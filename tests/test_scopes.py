@@ -28,6 +28,11 @@ from graphmem.retrieval.question import parse_question
     ("What changed in the router?", ""),
     ("List all middleware classes", "middleware"),
     ("List the callers of parse()", ""),
+    ("What is thrown when the server returns an error status?", "exception"),  # raised things are exceptions
+    ("What does parse_key raise on a bad key?", "exception"),
+    ("What error does the router raise for a bad path?", "error"),
+    ("Which function raises ValueError?", ""),  # asks for a function
+    ("What calls the function that throws?", ""),
 ])
 def test_a_question_asking_for_a_thing_by_a_noun_names_its_sort(text: str, noun: str) -> None:
     assert parse_question(text).sort_noun == noun

@@ -563,6 +563,11 @@ _SORT_NOUN = re.compile(r"^\s*(?:(?:which|what)\s+([A-Za-z]+)(\s+(?:class|classe
                         r"\s+(?!(?:do|does|did)\b)\w"
                         r"|(?:list|show|find)\s+(?:(?:all|every|each|the)\s+)?([A-Za-z]+)"
                         r"(\s+(?:class|classes|type|types))\b)", re.IGNORECASE)
+# What is raised or thrown is an exception, though the question names no noun ("what is thrown when
+# ...", "what does parse() raise"), and the noun of "what error does X raise" is its sort although
+# an object.
+_RAISED = re.compile(r"^\s*(?:what|which)\s+(?:([A-Za-z]+)\s+)?(?:is|are|was|were|gets?|got|does|do|did|can|could"
+                     r"|may|might|will|would)\b.*\b(?:raise[sd]?|throw[sn]?)\b", re.IGNORECASE)
 # Nouns the reader knows as node kinds or as words for code in general (the answer patterns above):
 # a sort only when a class or type follows ("which endpoint class", "which service class").
 _KIND_NOUNS = frozenset({
@@ -692,6 +697,10 @@ def parse_question(text: str, now: datetime | None = None, *, sessions: bool = F
         excluded = _NOT_SORTS if m.group(2) or m.group(4) else _NOT_SORTS | _KIND_NOUNS
         if (not {noun, noun.removesuffix("s")} & excluded
                 and not any(pattern.fullmatch(noun) for pattern, _ in (*_REL_WORDS, _COMING_AND_GOING, _IMPLEMENT))):
+            q.sort_noun = noun
+    if not q.sort_noun and (m := _RAISED.match(read)):
+        noun = (m.group(1) or "exception").lower()
+        if not {noun, noun.removesuffix("s")} & (_NOT_SORTS | _KIND_NOUNS):
             q.sort_noun = noun
     q.inside = tuple(dict.fromkeys([m.group(1) for m in _INSIDE_PATH.finditer(text)]
                                    + [m.group(1) for m in _INSIDE_NAME.finditer(text)]))
