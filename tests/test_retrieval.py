@@ -262,12 +262,19 @@ def test_question_reading_finds_which_end_of_an_import_is_asked(text: str, end: 
     ("Which classes inherit from HTTPEndpoint?", "src"),
     ("What are the subclasses of Response?", "src"),
     ("How do I extend the router?", None),  # no end asked: a how-to
+    ("Which classes implement NodeVisitor?", "src"),  # implementing a type is inheriting from it
+    ("Which types implement the `io.Reader` interface?", "src"),
 ])
 def test_question_reading_finds_which_end_of_an_inheritance_is_asked(text: str, end: str | None) -> None:
     q = parse_question(text, REF)
     assert RelType.INHERITS in q.rel_types
     assert q.directions.get(RelType.INHERITS) == end, q.directions
     assert (end is None) or q.answer_kinds[0] is NodeKind.SYMBOL
+
+
+def test_implementing_behaviour_is_no_inheritance() -> None:
+    for text in ("Which function implements retry logic?", "Which transport implements HTTP/2?"):
+        assert RelType.INHERITS not in parse_question(text, REF).rel_types, text
 
 
 @pytest.mark.parametrize("text,end", [

@@ -33,6 +33,8 @@ from graphmem.retrieval.question import parse_question
     ("What error does the router raise for a bad path?", "error"),
     ("Which function raises ValueError?", ""),  # asks for a function
     ("What calls the function that throws?", ""),
+    ("Which classes implement NodeVisitor?", ""),  # a kind of code, and a relationship
+    ("Which subclasses of Evaluator match attributes?", ""),
 ])
 def test_a_question_asking_for_a_thing_by_a_noun_names_its_sort(text: str, noun: str) -> None:
     assert parse_question(text).sort_noun == noun
@@ -102,6 +104,17 @@ class Request:
         return message["body"]
 ''',
     "docs/compression.md": "# Compression\n\nResponses are compressed with gzip when they are large enough.\n",
+    "web/multipart.py": """
+def encode_fields(fields):
+    '''Encode form fields as a multipart body.'''
+    return b"".join(f"--boundary {k}={v}".encode() for k, v in fields.items())
+""",
+    "tests/test_multipart.py": """
+def test_build_multipart_body():
+    '''Build a multipart request body from form fields and check its boundary.'''
+    body = encode_fields({"a": "1"})
+    assert body.startswith(b"--boundary")
+""",
 }
 
 
@@ -129,6 +142,17 @@ def test_a_question_asking_for_a_sort_answers_with_types_of_that_sort(web: Any, 
     assert keys[0] == first, keys
     sort = "Middleware" if "middleware" in text else "Exception"
     assert all(key.endswith(sort) or key == first for key in keys[:2]), keys
+
+
+@pytest.mark.parametrize("text,first", [
+    ("Which function builds a multipart request body?", "sym:web/multipart.py::encode_fields"),
+    ("Which test builds a multipart request body?", "sym:tests/test_multipart.py::test_build_multipart_body"),
+])
+def test_a_question_asking_for_code_answers_with_the_project_code_before_its_tests(
+        web: Any, text: str, first: str) -> None:
+    """The test's words match the question best, yet a question for a function asks for the
+    project's code: test code follows it, unless tests are asked for."""
+    assert web.query(text, mode="hybrid", k=3).keys[0] == first
 
 
 @pytest.mark.parametrize("text,place", [

@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 from typing import Any, Protocol
 
 from graphmem.errors import ModelError
-from graphmem.model import FUNCTION_KINDS, REL_ENDPOINTS, Chunk, Node, NodeKind, RelType, kind_of
+from graphmem.model import FUNCTION_KINDS, REL_ENDPOINTS, Chunk, Node, NodeKind, RelType, is_test_path, kind_of, path_of_key
 from graphmem.retrieval.config import DEFAULT_MODE, RerankConfig, RetrievalConfig, preset
 from graphmem.retrieval.fusion import reciprocal_rank_fusion, rrf_k
 from graphmem.retrieval.graph import UNANCHORING_KINDS, GraphResult, GraphRetriever, sorts
@@ -483,7 +483,8 @@ _CODE = frozenset({NodeKind.SYMBOL, NodeKind.FILE})
 
 def _scoped(order: list[str], cands: Candidates) -> list[str]:
     """``order`` with what lies outside the question's scope moved after the rest: code outside the
-    packages it places its answer in, code that is not test code when it asks for tests, what is
+    packages it places its answer in, code that is not test code when it asks for tests (test code
+    when it asks for code and not for tests), what is
     not of the sort of thing it asks for by name ("which middleware ..."), what is not code when it
     asks where something is (documents before the rest, and first when it speaks of
     documentation), commits, releases and people when it asks how something is done, and the
@@ -493,6 +494,10 @@ def _scoped(order: list[str], cands: Candidates) -> list[str]:
         return order
     q = cands.question
     order = outside_scope_last(order, g.outside, g.inside, q.asks_tests)
+    if not q.asks_tests and q.answer_kinds and set(q.answer_kinds) <= _CODE:
+        # "Which function builds the multipart body?", "what calls X?": the project's code, its
+        # tests only after it.
+        order = _last(order, lambda key: is_test_path(path_of_key(key) or ""))
     if g.sort:
         order = _last(order, lambda key: key not in g.sort)
     if q.asks_place:

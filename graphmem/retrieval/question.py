@@ -62,6 +62,9 @@ _EDIT_WORDS = frozenset({"change", "changed", "changes", "changing", "modify", "
                          "edited", "edits", "editing"})
 _EDITS = (re.compile(r"\b(?:" + "|".join(sorted(_EDIT_WORDS)) + r")\b", re.IGNORECASE),
           (RelType.MODIFIED, RelType.CHANGED, RelType.IMPLEMENTS, RelType.REFERENCES, RelType.RELEASED_IN))
+# "Which classes implement NodeVisitor?": implementing a type (a name spelt with capitals) is
+# inheriting from it; "which function implements retry logic" describes code.
+_IMPLEMENTS_TYPE = r"\bimplement(?:s|ed|ing)?\s+(?:the\s+)?[`'\"]?(?-i:(?=[\w.]*[A-Z][a-z]))"
 # Each word is matched in its own forms only, not as the start of another word: "fixture" is not
 # "fix", "authorization" not "author", "editable" not "edit", "important" not "import", an
 # "extension point" not "extends", a "broker" not "broke".
@@ -85,8 +88,8 @@ _REL_WORDS: list[tuple[re.Pattern[str], tuple[RelType, ...]]] = [
     (re.compile(r"\bfail|\bbroken?\b|\bhit\b|\baffect|\boutage", re.IGNORECASE), (RelType.AFFECTED, RelType.CAUSED_BY)),
     (re.compile(r"\bmention|\brefer(s|red|ring|ence|ences|enced|encing)?\b", re.IGNORECASE),
      (RelType.MENTIONS, RelType.REFERENCES)),
-    (re.compile(r"\binherit|\bextend(s|ed|ing)?\b|\bsubclass|\bimplements? the interface"
-                r"|\b(base|parent|super|child)\s*class(es)?\s+of\b", re.IGNORECASE), (RelType.INHERITS,)),
+    (re.compile(r"\binherit|\bextend(s|ed|ing)?\b|\bsubclass|\bimplements? the interface|" + _IMPLEMENTS_TYPE
+                + r"|\b(base|parent|super|child)\s*class(es)?\s+of\b", re.IGNORECASE), (RelType.INHERITS,)),
 ]
 
 # Words of a thing's coming and going, which lead to the commits that changed it only when the
@@ -409,8 +412,8 @@ _DIRECTED_VERBS: list[tuple[re.Pattern[str], RelType]] = [
     (re.compile(r"\bsupersed\w*|\breplac\w*", re.IGNORECASE), RelType.SUPERSEDES),
     (re.compile(r"\bimport(?:s|ed|ing)?\b", re.IGNORECASE), RelType.IMPORTS),
     # Verbs only: "the inheritance of parameters" or "inherited by subclasses" names no end.
-    (re.compile(r"\binherit(?:s|ed|ing)?\b|\bextend(?:s|ed|ing)?\b|\bsubclass(?:ed|ing)\b", re.IGNORECASE),
-     RelType.INHERITS),
+    (re.compile(r"\binherit(?:s|ed|ing)?\b|\bextend(?:s|ed|ing)?\b|\bsubclass(?:ed|ing)\b|" + _IMPLEMENTS_TYPE,
+                re.IGNORECASE), RelType.INHERITS),
 ]
 _ASKS_OBJECT = re.compile(r"\b((what|which)(\s+\w+)?|who(m)?)\s+(does|do|did|is|are|was|were)\s+\S+", re.IGNORECASE)
 
@@ -695,8 +698,8 @@ def parse_question(text: str, now: datetime | None = None, *, sessions: bool = F
         # Before "class" or "type" a kind word names a sort too ("which endpoint class"); a verb the
         # reader knows names none ("what calls X", "what changed").
         excluded = _NOT_SORTS if m.group(2) or m.group(4) else _NOT_SORTS | _KIND_NOUNS
-        if (not {noun, noun.removesuffix("s")} & excluded
-                and not any(pattern.fullmatch(noun) for pattern, _ in (*_REL_WORDS, _COMING_AND_GOING, _IMPLEMENT))):
+        if (not {noun, noun.removesuffix("s"), noun.removesuffix("es")} & excluded
+                and not any(pattern.match(noun) for pattern, _ in (*_REL_WORDS, _COMING_AND_GOING, _IMPLEMENT))):
             q.sort_noun = noun
     if not q.sort_noun and (m := _RAISED.match(read)):
         noun = (m.group(1) or "exception").lower()
