@@ -537,3 +537,17 @@ def test_a_type_is_named_by_its_words_and_a_sort_noun_names_no_node(tmp_path) ->
     q = parse_question("Which endpoint class handles websocket connections?")
     assert endpoint in set(link(cat, q, LinkConfig()))
     assert endpoint not in set(link(cat, q, LinkConfig(), sort=True))
+
+
+def test_a_commit_is_named_by_a_subject_of_several_words_only(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A commit subjected "Elements" is not what "which evaluator matches elements" names; a
+    subject quoted in full names its commit."""
+    store = EmbeddedStore(tmp_path / "home", "subjects")
+    prov = Provenance("git", "test")
+    short, long = "commit:" + "a" * 40, "commit:" + "b" * 40
+    store.upsert([Node(short, "Elements", prov, {}),
+                  Node(long, "Stream the parser over large inputs", prov, {})], [], [])
+    cat = Catalog.build(store)
+    store.close()
+    assert linked(cat, "Which evaluator matches elements containing some text?") == set()
+    assert linked(cat, "What did 'Stream the parser over large inputs' change?") == {long}

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from graphmem.model import CLASS_KINDS, Node, NodeKind
 from graphmem.stores.base import GraphStore
 
-CACHE_FORMAT = 7  # of Catalog.to_bytes: a saved catalog of another format is built again
+CACHE_FORMAT = 8  # of Catalog.to_bytes: a saved catalog of another format is built again
 FUZZY_KINDS = frozenset({NodeKind.SERVICE, NodeKind.TEAM, NodeKind.PERSON, NodeKind.ENTITY})
 # Entity types that say nothing about what an entity is (open extraction, capitalised spans).
 GENERIC_ENTITY_TYPES = frozenset({"concept", "entity", "other", "unknown", "misc", "thing"})
@@ -220,6 +220,10 @@ class Catalog:
             return [f"ADR-{node.props.get('number')}", name]
         if kind is NodeKind.INCIDENT:
             return [node.key.split(":", 1)[1], name]
+        if kind is NodeKind.COMMIT:
+            # A subject is a name when a question can quote it: one of a word or two ("Elements",
+            # "Fix tests") would be found in questions that speak of the code, not of the commit.
+            return [name] if len(words_of(name)) >= _COMMIT_NAME_WORDS else []
         if kind is NodeKind.DOCUMENT and isinstance(node.props.get("path"), str):
             # A repository's document is named by its path, as a file is. Its title describes it
             # ("Billing service") and would take the question's words from the node they name;
@@ -230,6 +234,9 @@ class Catalog:
         return [name]
 
 
+
+# The fewest words of a commit subject that name the commit.
+_COMMIT_NAME_WORDS = 3
 
 # Catalog fields saved by to_bytes as they are, and the type each must have.
 _SAVED_AS_IS: dict[str, type | tuple[type, ...]] = {
