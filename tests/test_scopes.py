@@ -109,6 +109,27 @@ def encode_fields(fields):
     '''Encode form fields as a multipart body.'''
     return b"".join(f"--boundary {k}={v}".encode() for k, v in fields.items())
 """,
+    "web/clients.py": """
+def send_raw(data):
+    return data
+
+
+class SyncClient:
+    def send(self, data):
+        return send_raw(data)
+
+    def flush(self):
+        return send_raw(b"")
+
+
+class AsyncClient:
+    async def send(self, data):
+        '''Call send_raw for the data, as every client method that sends must call send_raw.'''
+        return send_raw(data)
+
+    async def close(self):
+        return send_raw(b"")
+""",
     "tests/test_multipart.py": """
 def test_build_multipart_body():
     '''Build a multipart request body from form fields and check its boundary.'''
@@ -246,3 +267,12 @@ def test_a_changelog_comes_after_the_code_unless_the_question_is_about_history(t
         assert changelog in keys and keys.index(changelog) > max(i for i, k in enumerate(keys) if k.startswith("sym:")), keys
     finally:
         gm.close()
+
+
+def test_a_question_asking_for_the_methods_of_a_type_answers_with_its_members(web: Any) -> None:
+    q = parse_question("Which methods of SyncClient call send_raw?")
+    assert q.members_of == "SyncClient"
+    assert parse_question("Which method of the client calls send_raw?").members_of == ""  # names no type
+    keys = web.query("Which methods of SyncClient send data through send_raw, as every client must?",
+                     mode="hybrid", k=3).keys
+    assert set(keys[:2]) == {"sym:web/clients.py::SyncClient.send", "sym:web/clients.py::SyncClient.flush"}, keys

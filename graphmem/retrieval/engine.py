@@ -485,7 +485,8 @@ def _scoped(order: list[str], cands: Candidates) -> list[str]:
     """``order`` with what lies outside the question's scope moved after the rest: code outside the
     packages it places its answer in, code that is not test code when it asks for tests (test code
     when it asks for code and not for tests), what is
-    not of the sort of thing it asks for by name ("which middleware ..."), what is not code when it
+    not of the sort of thing it asks for by name ("which middleware ..."), what is no member of
+    the type whose members it asks for ("which methods of Client ..."), what is not code when it
     asks where something is (documents before the rest, and first when it speaks of
     documentation), commits, releases and people when it asks how something is done, and the
     changelogs when it asks nothing of the project's history."""
@@ -498,6 +499,8 @@ def _scoped(order: list[str], cands: Candidates) -> list[str]:
         # "Which function builds the multipart body?", "what calls X?": the project's code, its
         # tests only after it.
         order = _last(order, lambda key: is_test_path(path_of_key(key) or ""))
+    if g.owners:
+        order = _last(order, lambda key: not any(key.startswith(owner + ".") for owner in g.owners))
     if g.sort:
         order = _last(order, lambda key: key not in g.sort)
     if q.asks_place:

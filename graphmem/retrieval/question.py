@@ -287,6 +287,8 @@ class Question:
     # "the functions in the assertion module", "which code under src/app/ calls X": directories
     # written as paths, or names of a package, module or directory, the answer lies in.
     inside: tuple[str, ...] = ()
+    # "Which methods of Client call X?": the answer is a member of the type of that name.
+    members_of: str = ""
     # "which tests cover X", "where is X tested": the answer is test code.
     asks_tests: bool = False
     # "Which middleware compresses responses?", "what exception is raised when ...", "which response
@@ -342,7 +344,7 @@ class Question:
                 "asks_creation": self.asks_creation,
                 "asks_type": self.asks_type, "asks_callable": self.asks_callable, "asks_in_force": self.asks_in_force,
                 "asks_other_thing": self.asks_other_thing, "asks_tests": self.asks_tests,
-                "sort_noun": self.sort_noun or None, "asks_place": self.asks_place, "asks_docs": self.asks_docs,
+                "sort_noun": self.sort_noun or None, "members_of": self.members_of or None, "asks_place": self.asks_place, "asks_docs": self.asks_docs,
                 "asks_way": self.asks_way, "asks_most": self.asks_most,
                 "step": [self.step[0].value, self.step[1]] if self.step else None,
                 "adrs": list(self.adr_numbers), "incidents": list(self.incident_numbers),
@@ -595,6 +597,8 @@ _MOST = re.compile(r"\bmost\b(?!\s+recent)|\bbest\b", re.IGNORECASE)
 # Words for documentation: "where is the lifespan documented", "which guide covers X" (not a
 # "document" a program handles, nor the "-doc" of a name).
 _DOC_WORDS = re.compile(r"(?<![-\w])(?:docs|documentation|documented|guides?|tutorials?|readme)\b(?!-)", re.IGNORECASE)
+_MEMBERS_OF = re.compile(r"^\s*(?:which|what|list|show|find)\s+(?:(?:all|the)\s+)?(?:methods|functions|members)\s+"
+                         r"(?:of|in|on)\s+(?:the\s+)?[`'\"]?([A-Za-z_][\w.]*[\w])", re.IGNORECASE)
 _INSIDE_PATH = re.compile(r"\b(?:in|under|within|inside)\s+(?:the\s+)?" + _DIRECTORY, re.IGNORECASE)
 _INSIDE_NAME = re.compile(r"\b(?:in|under|within|inside)\s+the\s+[`'\"]?([\w.-]+)[`'\"]?\s+"
                           r"(?:sub)?(?:package|module|director(?:y|ies)|folder)\b", re.IGNORECASE)
@@ -705,6 +709,8 @@ def parse_question(text: str, now: datetime | None = None, *, sessions: bool = F
         noun = (m.group(1) or "exception").lower()
         if not {noun, noun.removesuffix("s")} & (_NOT_SORTS | _KIND_NOUNS):
             q.sort_noun = noun
+    if m := _MEMBERS_OF.match(text):
+        q.members_of = m.group(1)
     q.inside = tuple(dict.fromkeys([m.group(1) for m in _INSIDE_PATH.finditer(text)]
                                    + [m.group(1) for m in _INSIDE_NAME.finditer(text)]))
     return q

@@ -22,7 +22,7 @@ import numpy as np
 
 from graphmem.model import NodeKind, is_test_path, kind_of, path_of_key
 from graphmem.retrieval.config import LayerConfig, LinkConfig, WalkConfig
-from graphmem.retrieval.graph.catalog import Catalog, node_date, words_of
+from graphmem.retrieval.graph.catalog import Catalog, node_date, singular, words_of
 from graphmem.retrieval.graph.layer import EntityLayer, rank_passages
 from graphmem.retrieval.graph.linking import Link, LinkReason, link, reference_date
 from graphmem.retrieval.graph.result import GraphHit, GraphResult
@@ -103,6 +103,14 @@ def scope_paths(scopes: Sequence[str], cat: Catalog) -> set[str]:
             if parts[-1].rsplit(".", 1)[0].lower() == name:
                 out.add(p)
     return out
+
+
+def owners_named(name: str, cat: Catalog) -> set[str]:
+    """The project's symbols that ``name`` names and that have members (``Client`` of "which
+    methods of Client ...")."""
+    keys = {key for key in cat.by_name.get(tuple(singular(w) for w in words_of(name)), set())
+            if cat.nodes[key][0] is NodeKind.SYMBOL}
+    return {key for key in keys if any(other.startswith(key + ".") for other in cat.by_kind.get(NodeKind.SYMBOL, ()))}
 
 
 class GraphRetriever:
@@ -347,7 +355,7 @@ class GraphRetriever:
         result = GraphResult([], seeds, dict(linked), anchored=anchored, named=bool(linked),
                              outside=excluded_packages(q, linked),
                              inside=scope_paths(q.inside, cat) if q.inside else set(), sort=sort,
-                             records=records)
+                             records=records, owners=owners_named(q.members_of, cat) if q.members_of else set())
         if not seeds:
             return result
         return walk(self.store, cat, q, linked, result, k=k, as_of=as_of, config=self.walk_config, link_config=cfg)

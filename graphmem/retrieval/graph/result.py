@@ -35,6 +35,8 @@ class GraphResult:
     # The project's types of the sort the question asks for by a noun ("which middleware ...";
     # ``graphmem.retrieval.graph.sorts``): the answers are among them.
     sort: set[str] = field(default_factory=set)
+    # The types whose members the question asks for ("which methods of Client ...").
+    owners: set[str] = field(default_factory=set)
     # Changelogs, when the question asks nothing of the project's history: they come after the rest.
     records: set[str] = field(default_factory=set)
 
