@@ -43,6 +43,8 @@ CONFIDENCE = {
     "wildcard_import": 0.75,
     "return_type": 0.75,
     "unique_name": 0.4,
+    # A Go type whose methods include an interface's, by name: it implements it (types are not compared).
+    "method_set": 0.7,
 }
 
 _SELF_NAMES = {
@@ -1070,6 +1072,56 @@ def build_graph(
                     props={"resolution": how, "lines": sorted(call_lines)},
                 )
             )
+    for owner, iface in go_implementations(index):
+        rel = _inherits(symbol_key(owner.path, owner.qualname), iface, owner.path, iface.qualname,
+                        provenance(owner.path, CONFIDENCE["method_set"]))
+        rel.props["resolution"] = "method_set"
+        out.rels.append(rel)
+    return out
+
+
+def go_implementations(index: ProjectIndex) -> list[tuple[Target, Target]]:
+    """``(type, interface)`` for each Go type whose methods include every method of one of the
+    project's interfaces (its own and those of the interfaces it embeds): Go never writes
+    "implements", a type satisfies an interface by its method set. Methods are matched by name."""
+    methods: dict[tuple[str, str, str], set[str]] = defaultdict(set)  # (dir, package, type) -> names
+    types: list[tuple[tuple[str, str, str], Target]] = []
+    interfaces: list[tuple[tuple[str, str, str], Target]] = []
+    for directory, paths in index.go_dirs.items():
+        for path in paths:
+            package = index.files[path].package
+            for qual, symbol in index.symbols.get(path, {}).items():
+                owner, dot, name = qual.partition(".")
+                if dot and "." not in name and symbol.kind == "method":
+                    methods[(directory, package, owner)].add(name)
+                elif not dot and symbol.kind == "interface":
+                    interfaces.append(((directory, package, qual), Target(path, qual)))
+                elif not dot and symbol.kind in ("struct", "type"):
+                    types.append(((directory, package, qual), Target(path, qual)))
+    where = {target: place for place, target in interfaces}
+
+    def method_set(iface: Target, seen: frozenset[Target] = frozenset()) -> set[str] | None:
+        """The interface's method names; None when it embeds one from outside the project
+        (``io.Writer``), whose methods are unknown."""
+        bases = index.bases(iface)
+        symbol = index.symbol(iface)
+        if symbol is None or len(bases) < len(symbol.bases) or any(base not in where for base in bases):
+            return None
+        names = set(methods.get(where[iface], ()))
+        for base in bases:
+            if base not in seen:
+                inherited = method_set(base, seen | {iface})
+                if inherited is None:
+                    return None
+                names |= inherited
+        return names
+
+    wanted = [(target, names) for _, target in interfaces if (names := method_set(target))]
+    out: list[tuple[Target, Target]] = []
+    for place, target in types:
+        own = methods.get(place)
+        if own:
+            out += [(target, iface) for iface, names in wanted if names <= own]
     return out
 
 

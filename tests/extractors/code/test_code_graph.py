@@ -422,3 +422,48 @@ function later() {
         graph = build_graph({path: facts})
         calls = {(r.src, r.dst) for r in graph.rels if r.type is RelType.CALLS}
         assert (symbol_key(path, "res.json"), symbol_key(path, "res.send")) in calls, path
+
+
+def test_a_go_type_implements_the_interfaces_its_methods_cover():
+    """Go writes no "implements": a type whose methods (in any file of its package) include an
+    interface's, its embedded interfaces' too, inherits from it. An interface that embeds one from
+    outside the project has methods no one knows, so nothing is said to implement it."""
+    files = {
+        "match/match.go": b"""package match
+
+type Matcher interface {
+    Match(path string) bool
+}
+
+type Named interface {
+    Matcher
+    Name() string
+}
+
+type Flusher interface {
+    io.Writer
+    Flush() error
+}
+""",
+        "match/prefix.go": b"""package match
+
+type Prefix struct{ p string }
+
+func (m Prefix) Match(path string) bool { return true }
+func (m Prefix) Name() string { return m.p }
+func (m Prefix) Flush() error { return nil }
+""",
+        "match/other.go": b"""package match
+
+type Half struct{}
+
+func (h *Half) Name() string { return "" }
+""",
+    }
+    graph = build_graph({path: parse_file(path, data) for path, data in files.items()})
+    implemented = {(r.src, r.dst) for r in graph.rels if r.type is RelType.INHERITS}
+    prefix = symbol_key("match/prefix.go", "Prefix")
+    assert (prefix, symbol_key("match/match.go", "Matcher")) in implemented
+    assert (prefix, symbol_key("match/match.go", "Named")) in implemented
+    assert (prefix, symbol_key("match/match.go", "Flusher")) not in implemented
+    assert not any(src == symbol_key("match/other.go", "Half") for src, _ in implemented)
