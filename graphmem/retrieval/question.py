@@ -62,9 +62,11 @@ _EDIT_WORDS = frozenset({"change", "changed", "changes", "changing", "modify", "
                          "edited", "edits", "editing"})
 _EDITS = (re.compile(r"\b(?:" + "|".join(sorted(_EDIT_WORDS)) + r")\b", re.IGNORECASE),
           (RelType.MODIFIED, RelType.CHANGED, RelType.IMPLEMENTS, RelType.REFERENCES, RelType.RELEASED_IN))
-# "Which classes implement NodeVisitor?": implementing a type (a name spelt with capitals) is
-# inheriting from it; "which function implements retry logic" describes code.
-_IMPLEMENTS_TYPE = r"\bimplement(?:s|ed|ing)?\s+(?:the\s+)?[`'\"]?(?-i:(?=[\w.]*[A-Z][a-z]))"
+# "Which classes implement NodeVisitor?", "which types implement the matcher interface?":
+# implementing a type (a name spelt with capitals, or called an interface) is inheriting from it;
+# "which function implements retry logic" describes code.
+_IMPLEMENTS_TYPE = (r"\bimplement(?:s|ed|ing)?\b(?=\s+(?:the\s+)?[`'\"]?(?:(?-i:[\w.]*[A-Z][a-z])"
+                    r"|[\w.]+[`'\"]?\s+interface\b))")
 # Each word is matched in its own forms only, not as the start of another word: "fixture" is not
 # "fix", "authorization" not "author", "editable" not "edit", "important" not "import", an
 # "extension point" not "extends", a "broker" not "broke".
