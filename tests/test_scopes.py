@@ -276,3 +276,13 @@ def test_a_question_asking_for_the_methods_of_a_type_answers_with_its_members(we
     keys = web.query("Which methods of SyncClient send data through send_raw, as every client must?",
                      mode="hybrid", k=3).keys
     assert set(keys[:2]) == {"sym:web/clients.py::SyncClient.send", "sym:web/clients.py::SyncClient.flush"}, keys
+
+
+def test_a_question_asking_for_a_class_answers_with_classes_before_methods(web: Any) -> None:
+    """The method whose words match stands for its class: the class comes first, the method after
+    the classes."""
+    keys = web.query("Which class compresses a response body with gzip?", mode="hybrid", k=4).keys
+    assert keys[0] == "sym:web/middleware/gzip.py::GZipResponder", keys
+    methods = [i for i, key in enumerate(keys) if key.endswith(".compress_body")]
+    types = [i for i, key in enumerate(keys) if key.startswith("sym:") and "." not in key.split("::")[1]]
+    assert all(i > max(types) for i in methods), keys

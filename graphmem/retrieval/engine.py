@@ -109,7 +109,7 @@ class Candidates:
     # question asks for the type that holds it, a relationship a text-only reranker cannot see.
     holders: bool = False
     # The symbol kind ("class", "method", ...) of each symbol candidate, when the question asks for
-    # a function or a method.
+    # a function, a method or a type.
     shapes: dict[str, str] = field(default_factory=dict)
     # The relationship types the project's graph holds (None: not read, as without graph retrieval).
     rel_types: frozenset[str] | None = None
@@ -368,7 +368,7 @@ class Retriever:
             self._lift_methods(cands, keep)
         if cands.graph is not None and cands.graph.sort:
             _lift_holders(cands, keep)
-        if question.asks_callable:
+        if question.asks_callable or question.asks_type:
             symbols = sorted({key for ranking in cands.rankings.values() for key in ranking if key.startswith("sym:")})
             cands.shapes = {key: str(node.props.get("symbol_kind", "")) for key, node in
                             self.store.get_nodes(symbols).items()} if symbols else {}
@@ -485,7 +485,8 @@ def _scoped(order: list[str], cands: Candidates) -> list[str]:
     """``order`` with what lies outside the question's scope moved after the rest: code outside the
     packages it places its answer in, code that is not test code when it asks for tests (test code
     when it asks for code and not for tests), what is
-    not of the sort of thing it asks for by name ("which middleware ..."), what is no member of
+    not of the sort of thing it asks for by name ("which middleware ..."), functions and methods
+    when it asks for a type ("which class ..."), what is no member of
     the type whose members it asks for ("which methods of Client ..."), what is not code when it
     asks where something is (documents before the rest, and first when it speaks of
     documentation), commits, releases and people when it asks how something is done, and the
@@ -499,6 +500,9 @@ def _scoped(order: list[str], cands: Candidates) -> list[str]:
         # "Which function builds the multipart body?", "what calls X?": the project's code, its
         # tests only after it.
         order = _last(order, lambda key: is_test_path(path_of_key(key) or ""))
+    if q.asks_type and not q.asks_callable:
+        # "Which class cleans untrusted HTML?": the classes, then the methods that stand for them.
+        order = _last(order, lambda key: cands.shapes.get(key) in FUNCTION_KINDS)
     if g.owners:
         order = _last(order, lambda key: not any(key.startswith(owner + ".") for owner in g.owners))
     if g.sort:
