@@ -168,6 +168,8 @@ def test_a_question_asking_for_a_sort_answers_with_types_of_that_sort(web: Any, 
 @pytest.mark.parametrize("text,first", [
     ("Which function builds a multipart request body?", "sym:web/multipart.py::encode_fields"),
     ("Which test builds a multipart request body?", "sym:tests/test_multipart.py::test_build_multipart_body"),
+    ("Which testing function builds a multipart request body?",  # speaks of testing
+     "sym:tests/test_multipart.py::test_build_multipart_body"),
 ])
 def test_a_question_asking_for_code_answers_with_the_project_code_before_its_tests(
         web: Any, text: str, first: str) -> None:

@@ -484,7 +484,7 @@ _CODE = frozenset({NodeKind.SYMBOL, NodeKind.FILE})
 def _scoped(order: list[str], cands: Candidates) -> list[str]:
     """``order`` with what lies outside the question's scope moved after the rest: code outside the
     packages it places its answer in, code that is not test code when it asks for tests (test code
-    when it asks for code and not for tests), what is
+    when it asks for code and speaks of no tests), what is
     not of the sort of thing it asks for by name ("which middleware ..."), functions and methods
     when it asks for a type ("which class ..."), what is no member of
     the type whose members it asks for ("which methods of Client ..."), what is not code when it
@@ -496,9 +496,9 @@ def _scoped(order: list[str], cands: Candidates) -> list[str]:
         return order
     q = cands.question
     order = outside_scope_last(order, g.outside, g.inside, q.asks_tests)
-    if not q.asks_tests and q.answer_kinds and set(q.answer_kinds) <= _CODE:
+    if not q.mentions_tests and q.answer_kinds and set(q.answer_kinds) <= _CODE:
         # "Which function builds the multipart body?", "what calls X?": the project's code, its
-        # tests only after it.
+        # tests only after it (unless the question speaks of tests).
         order = _last(order, lambda key: is_test_path(path_of_key(key) or ""))
     if q.asks_type and not q.asks_callable:
         # "Which class cleans untrusted HTML?": the classes, then the methods that stand for them.

@@ -65,8 +65,8 @@ _EDITS = (re.compile(r"\b(?:" + "|".join(sorted(_EDIT_WORDS)) + r")\b", re.IGNOR
 # "Which classes implement NodeVisitor?", "which types implement the matcher interface?":
 # implementing a type (a name spelt with capitals, or called an interface) is inheriting from it;
 # "which function implements retry logic" describes code.
-_IMPLEMENTS_TYPE = (r"\bimplement(?:s|ed|ing)?\b(?=\s+(?:the\s+)?[`'\"]?(?:(?-i:[\w.]*[A-Z][a-z])"
-                    r"|[\w.]+[`'\"]?\s+interface\b))")
+_IMPLEMENTS_TYPE = (r"\bimplement(?:s|ed|ing)?\b(?=\s+(?:the\s+)?[`'\"]?(?:(?-i:(?:[A-Za-z_]\w*\.)*[A-Z]\w*[a-z])"
+                    r"(?![\w.]*\()|[\w.]+[`'\"]?\s+interface\b))")
 # Each word is matched in its own forms only, not as the start of another word: "fixture" is not
 # "fix", "authorization" not "author", "editable" not "edit", "important" not "import", an
 # "extension point" not "extends", a "broker" not "broke".
@@ -293,6 +293,9 @@ class Question:
     members_of: str = ""
     # "which tests cover X", "where is X tested": the answer is test code.
     asks_tests: bool = False
+    # The question speaks of tests or testing at all ("the testing utility that invokes the CLI"):
+    # test code may be its answer.
+    mentions_tests: bool = False
     # "Which middleware compresses responses?", "what exception is raised when ...", "which response
     # class streams a file?": the question asks for a thing by a noun that is no node kind (lower
     # case, as written). Where the project's type names end with it (``GZipMiddleware``), those
@@ -346,6 +349,7 @@ class Question:
                 "asks_creation": self.asks_creation,
                 "asks_type": self.asks_type, "asks_callable": self.asks_callable, "asks_in_force": self.asks_in_force,
                 "asks_other_thing": self.asks_other_thing, "asks_tests": self.asks_tests,
+                "mentions_tests": self.mentions_tests,
                 "sort_noun": self.sort_noun or None, "members_of": self.members_of or None, "asks_place": self.asks_place, "asks_docs": self.asks_docs,
                 "asks_way": self.asks_way, "asks_most": self.asks_most,
                 "step": [self.step[0].value, self.step[1]] if self.step else None,
@@ -563,6 +567,7 @@ _OUTSIDE_OWN = re.compile(r"\boutside\s+(?:of\s+)?(?:its|their)\s+own\s+(?:packa
 # (not "the test that verifies X", which names a test as the place of something else).
 _ASKS_TESTS = re.compile(r"\b(?:which|what)\s+(?:unit\s+|integration\s+)?tests?\b(?!\s+(?:file|suite|helper|util))"
                          r"|\bwhere\s+(?:is|are)\s+.{1,60}?\s+tested\b", re.IGNORECASE)
+_TEST_WORDS = re.compile(r"\btest(?:s|ed|ing|case|cases|suite|suites)?\b", re.IGNORECASE)
 # A question that opens by asking for a thing by a noun ("Which middleware compresses ...", "what
 # exception is raised ...", "which endpoint class handles ...", "list all middleware classes"), the
 # noun its subject: "what value does X return" asks about a value X gives, not for a type of value.
@@ -695,6 +700,7 @@ def parse_question(text: str, now: datetime | None = None, *, sessions: bool = F
     q.outside = tuple(dict.fromkeys(m.group(1).rstrip("/") for m in _OUTSIDE_PATH.finditer(text)))
     q.outside_own = bool(_OUTSIDE_OWN.search(text))
     q.asks_tests = bool(_ASKS_TESTS.search(text))
+    q.mentions_tests = q.asks_tests or bool(_TEST_WORDS.search(text))
     q.asks_place = bool(_ASKS_PLACE.match(text))
     q.asks_way = bool(_ASKS_WAY.match(text))
     q.asks_most = bool(_MOST.search(text))
