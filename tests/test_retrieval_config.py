@@ -165,12 +165,13 @@ def test_code_outside_the_package_a_question_names_comes_last(tmp_path: Path) ->
     assert parse_question("Who uses `Timeout` outside middleware/timeout.go?").outside == ()
     store = EmbeddedStore(tmp_path, "scopes")
     files = ["src/_pytest/assertion/util.py", "src/_pytest/assertion/rewrite.py", "src/_pytest/python.py",
-             "src/_pytest/directives/patches.py", "src/app/main.py"]
+             "src/_pytest/directives/patches.py", "src/app/main.py", "httpx/_models.py"]
     store.upsert([Node(f"file:{p}", p, Provenance(p, "test"), {}) for p in files], [], [])
     cat = GraphRetriever(store).catalog
     assert scope_paths(("assertion",), cat) == {"src/_pytest/assertion/"}
     assert scope_paths(("patches",), cat) == {"src/_pytest/directives/patches.py"}  # a module is a file
     assert scope_paths(("src/app/",), cat) == {"src/app/"}
+    assert scope_paths(("models",), cat) == {"httpx/_models.py"}  # a private module by its name
     assert scope_paths(("documentation", "lib/"), cat) == set()  # names nothing here
     store.close()
     order = ["sym:src/_pytest/python.py::fail", "commit:" + "b" * 40, "sym:src/_pytest/assertion/util.py::_diff",
@@ -180,6 +181,9 @@ def test_code_outside_the_package_a_question_names_comes_last(tmp_path: Path) ->
         "file:src/_pytest/directives/patches.py"]
     assert outside_scope_last(order, set(), {"src/_pytest/directives/patches.py"})[:2] == [
         "commit:" + "b" * 40, "file:src/_pytest/directives/patches.py"]
+    # A question for code in a module: a commit lies in none.
+    assert outside_scope_last(order, set(), {"src/_pytest/assertion/"}, code=True)[:2] == [
+        "sym:src/_pytest/assertion/util.py::_diff", "sym:src/_pytest/python.py::fail"]
 
 
 @pytest.mark.parametrize("text,tests", [

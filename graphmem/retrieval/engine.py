@@ -495,7 +495,8 @@ def _scoped(order: list[str], cands: Candidates) -> list[str]:
     if g is None:
         return order
     q = cands.question
-    order = outside_scope_last(order, g.outside, g.inside, q.asks_tests)
+    order = outside_scope_last(order, g.outside, g.inside, q.asks_tests,
+                               bool(q.answer_kinds) and set(q.answer_kinds) <= _CODE)
     if not q.mentions_tests and q.answer_kinds and set(q.answer_kinds) <= _CODE:
         # "Which function builds the multipart body?", "what calls X?": the project's code, its
         # tests only after it (unless the question speaks of tests).

@@ -378,12 +378,13 @@ def apply_floor(order: list[str], lists: Mapping[str, Sequence[str]], top: int, 
 
 
 def outside_scope_last(order: list[str], excluded: set[str], inside: Collection[str] = (),
-                       tests: bool = False) -> list[str]:
+                       tests: bool = False, code: bool = False) -> list[str]:
     """``order`` with the code outside the question's scope moved after the rest, in its order:
     code in an ``excluded`` package (one directory: ``cli/help/`` is another package than
     ``cli/``), and, when the question places its answer ``inside`` some paths (directory prefixes
     ending in "/", or files), code elsewhere. Nodes without a path (commits, people) stay, unless
-    the question asks for ``tests``: then whatever is not test code goes after."""
+    the question asks for ``tests`` (then whatever is not test code goes after) or for ``code``
+    inside some paths ("what calls X in the models module": a commit is in no module)."""
     if not excluded and not inside and not tests:
         return order
 
@@ -392,7 +393,7 @@ def outside_scope_last(order: list[str], excluded: set[str], inside: Collection[
         if tests and not (path and is_test_path(path)):
             return True
         if path is None:
-            return False
+            return code and bool(inside)
         if path.rpartition("/")[0] in excluded:
             return True
         return bool(inside) and not any(path == p or (p.endswith("/") and path.startswith(p)) for p in inside)

@@ -100,7 +100,7 @@ def scope_paths(scopes: Sequence[str], cat: Catalog) -> set[str]:
             for i, part in enumerate(parts[:-1]):
                 if part.lower() == name:
                     out.add("/".join(parts[:i + 1]) + "/")
-            if parts[-1].rsplit(".", 1)[0].lower() == name:
+            if parts[-1].rsplit(".", 1)[0].lower().lstrip("_") == name.lstrip("_"):
                 out.add(p)
     return out
 

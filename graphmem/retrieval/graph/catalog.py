@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from graphmem.model import CLASS_KINDS, Node, NodeKind
 from graphmem.stores.base import GraphStore
 
-CACHE_FORMAT = 8  # of Catalog.to_bytes: a saved catalog of another format is built again
+CACHE_FORMAT = 9  # of Catalog.to_bytes: a saved catalog of another format is built again
 FUZZY_KINDS = frozenset({NodeKind.SERVICE, NodeKind.TEAM, NodeKind.PERSON, NodeKind.ENTITY})
 # Entity types that say nothing about what an entity is (open extraction, capitalised spans).
 GENERIC_ENTITY_TYPES = frozenset({"concept", "entity", "other", "unknown", "misc", "thing"})
@@ -322,6 +322,8 @@ def module_names(key: str) -> list[str]:
     if not parts or not parts[-1]:
         return []
     names = [parts[-1]]
+    if parts[-1].startswith("_") and parts[-1].strip("_"):
+        names.append(parts[-1].lstrip("_"))  # "the models module" of httpx is its private _models.py
     if len(parts) > 1:
         names.append(".".join(parts))
         if parts[0] in ("src", "lib") and len(parts) > 2:
