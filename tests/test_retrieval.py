@@ -196,6 +196,8 @@ def test_question_reading_finds_answer_kind_relations_and_ids() -> None:
     assert parse_question("Which method cancels a timeout scheduled with setTimeout?", REF).asks_callable
     assert parse_question("what helper function parses the header?", REF).asks_callable
     assert not parse_question("Which class has the evolve method?", REF).asks_callable  # a type, holding a method
+    # the kind word right after the asking word is the one asked for
+    assert parse_question("Which functions use the classes method in the symilar code?", REF).asks_callable
     assert not parse_question("Where are the left-over arguments kept?", REF).asks_callable
     # "which sessions" asks for agent sessions, joined to what they touched, in a project that holds
     # some; elsewhere the question is about the code ("which session class ..." asks for code).

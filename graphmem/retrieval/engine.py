@@ -501,7 +501,7 @@ def _scoped(order: list[str], cands: Candidates) -> list[str]:
         # "Which function builds the multipart body?", "what calls X?": the project's code, its
         # tests only after it (unless the question speaks of tests).
         order = _last(order, lambda key: is_test_path(path_of_key(key) or ""))
-    if q.asks_type and not q.asks_callable:
+    if q.asks_type and not q.asks_callable and q.opens_asking:
         # "Which class cleans untrusted HTML?": the classes, then the methods that stand for them.
         order = _last(order, lambda key: cands.shapes.get(key) in FUNCTION_KINDS)
     if g.owners:

@@ -289,6 +289,9 @@ class Question:
     # "the functions in the assertion module", "which code under src/app/ calls X": directories
     # written as paths, or names of a package, module or directory, the answer lies in.
     inside: tuple[str, ...] = ()
+    # The question opens by asking for a thing ("which class ...", "list the ..."), not how or why
+    # something is done ("how does X decide which class ...").
+    opens_asking: bool = False
     # "Which methods of Client call X?": the answer is a member of the type of that name.
     members_of: str = ""
     # "which tests cover X", "where is X tested": the answer is test code.
@@ -567,6 +570,7 @@ _OUTSIDE_OWN = re.compile(r"\boutside\s+(?:of\s+)?(?:its|their)\s+own\s+(?:packa
 # (not "the test that verifies X", which names a test as the place of something else).
 _ASKS_TESTS = re.compile(r"\b(?:which|what)\s+(?:unit\s+|integration\s+)?tests?\b(?!\s+(?:file|suite|helper|util))"
                          r"|\bwhere\s+(?:is|are)\s+.{1,60}?\s+tested\b", re.IGNORECASE)
+_OPENS_ASKING = re.compile(r"\s*(?:which|what|list|show|find|name)\b", re.IGNORECASE)
 _TEST_WORDS = re.compile(r"\btest(?:s|ed|ing|case|cases|suite|suites)?\b", re.IGNORECASE)
 # A question that opens by asking for a thing by a noun ("Which middleware compresses ...", "what
 # exception is raised ...", "which endpoint class handles ...", "list all middleware classes"), the
@@ -681,8 +685,11 @@ def parse_question(text: str, now: datetime | None = None, *, sessions: bool = F
     if q.answer_kinds == _WHO and _WHO_BELONGS.search(read):
         q.answer_kinds = (NodeKind.PERSON,)
     q.latest_change = bool(_LATEST_CHANGE.search(text))
-    q.asks_type = bool(_ASKS_TYPE.search(text))
-    q.asks_callable = not q.asks_type and bool(_ASKS_CALLABLE.search(text))
+    # Of "which functions use the classes method", the kind word nearest the asking word is asked for.
+    asks_type, asks_callable = _ASKS_TYPE.search(text), _ASKS_CALLABLE.search(text)
+    q.asks_type = bool(asks_type) and not (asks_callable and asks_callable.end() < asks_type.end())
+    q.asks_callable = not q.asks_type and bool(asks_callable)
+    q.opens_asking = bool(_OPENS_ASKING.match(text))
     q.asks_in_force = NodeKind.DECISION in q.answer_kinds and bool(_IN_FORCE.search(text))
     if m := _RELATIVE_STEP.search(text):
         verb = m.group(3).lower()
