@@ -12,6 +12,7 @@ import pytest
 from graphmem.api import Graphmem
 from graphmem.config import Settings
 from graphmem.retrieval.graph.catalog import base_names, type_sorts
+from graphmem.model import RelType
 from graphmem.retrieval.question import parse_question
 
 
@@ -288,3 +289,31 @@ def test_a_question_asking_for_a_class_answers_with_classes_before_methods(web: 
     methods = [i for i, key in enumerate(keys) if key.endswith(".compress_body")]
     types = [i for i, key in enumerate(keys) if key.startswith("sym:") and "." not in key.split("::")[1]]
     assert all(i > max(types) for i in methods), keys
+
+
+def test_a_question_counting_a_relationship_ranks_the_code_by_that_count(
+        tmp_path: Path, embedder: Any) -> None:
+    """"Which function is called the most?" counts callers over the whole project, not around the
+    words of the question (which name nothing here)."""
+    files = {
+        "app/util.py": "def clean(s):\n    return s.strip()\n\n\ndef lone():\n    '''The most called helper? No.'''\n    return 1\n",
+        "app/a.py": "from app.util import clean\n\n\ndef f(x):\n    return clean(x)\n\n\ndef g(x):\n    return clean(x)\n",
+        "app/b.py": "from app.util import clean, lone\n\n\ndef h(x):\n    return clean(x) + lone()\n",
+    }
+    repo = tmp_path / "repo"
+    for rel, text in files.items():
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text(text)
+    gm = Graphmem(Settings(store="embedded", home=tmp_path / "home"), "counts", embedder=embedder, reranker=None)
+    try:
+        gm.ingest(repo)
+        for mode in ("graph", "hybrid"):
+            assert gm.query("Which function is called the most?", mode=mode, k=3).keys[0] == \
+                "sym:app/util.py::clean", mode
+            assert gm.query("Which module is imported by the most files?", mode=mode, k=3).keys[0] == \
+                "file:app/util.py", mode
+    finally:
+        gm.close()
+    q = parse_question("Which class has the most subclasses?")
+    assert q.directions.get(RelType.INHERITS) == "dst" and q.asks_most
+    assert parse_question("Which function has the most callers?").directions.get(RelType.CALLS) == "dst"

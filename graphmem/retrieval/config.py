@@ -132,6 +132,8 @@ class WalkConfig:
     # incident's service, not that service.
     role_order: bool = True
     role_depth: int = 20
+    # "Which module is imported by the most files?": the code counted first (walk._most_related_first).
+    most_related: int = 20
     # A relationship that stands for others the question may name: services DEPENDS_ON each other
     # because code in one calls or imports code in the other.
     stands_for: Mapping[str, tuple[str, ...]] = field(
@@ -147,7 +149,8 @@ class WalkConfig:
         _check(not unknown, f"WalkConfig.base_weights: unknown relationship types {sorted(unknown)}")
         _check(all(v >= 0 for v in self.base_weights.values()), "WalkConfig.base_weights must be >= 0")
         _nonneg(self, "emphasis", "iterations", "latest_change_boost", "older_change_factor", "max_depth",
-                "max_nodes", "deep_limit", "hub_degree", "hub_type_limit", "unknown_type_weight", "role_depth")
+                "max_nodes", "deep_limit", "hub_degree", "hub_type_limit", "unknown_type_weight", "role_depth",
+                "most_related")
         _unit(self, "damping", "off_kind_factor", "against_direction")
 
 

@@ -487,7 +487,8 @@ def _scoped(order: list[str], cands: Candidates) -> list[str]:
     when it asks for code and speaks of no tests), what is
     not of the sort of thing it asks for by name ("which middleware ..."), functions and methods
     when it asks for a type ("which class ..."), what is no member of
-    the type whose members it asks for ("which methods of Client ..."), what is not code when it
+    the type whose members it asks for ("which methods of Client ..."), what a count over the
+    project does not put first when the question counts ("imported by the most files"), what is not code when it
     asks where something is (documents before the rest, and first when it speaks of
     documentation), commits, releases and people when it asks how something is done, and the
     changelogs when it asks nothing of the project's history."""
@@ -516,6 +517,11 @@ def _scoped(order: list[str], cands: Candidates) -> list[str]:
         order = _last(order, lambda key: kind_of(key) in _NO_PLACES)
     if g.records:
         order = _last(order, lambda key: key in g.records)
+    if g.counted:
+        # "Which module is imported by the most files?": a count answers it, not the words.
+        rank = {key: i for i, key in enumerate(g.counted)}
+        order = sorted((key for key in order if key in rank), key=rank.__getitem__) + [
+            key for key in order if key not in rank]
     return order
 
 

@@ -471,7 +471,14 @@ def _directions(text: str) -> dict[RelType, str]:
         out[RelType.CALLS] = "src"
     if re.search(r"\bcallees?\b", text, re.IGNORECASE):
         out[RelType.CALLS] = "dst"
-    if re.search(r"\bsubclass(?:es)?\s+of\b|\bchild\s+class(?:es)?\s+of\b", text, re.IGNORECASE):
+    # "Which function has the most callers?" asks for what is called; "the most subclasses" for a base.
+    if re.search(r"\bmost\s+callers\b", text, re.IGNORECASE):
+        out[RelType.CALLS] = "dst"
+    elif re.search(r"\bmost\s+callees\b", text, re.IGNORECASE):
+        out[RelType.CALLS] = "src"
+    if re.search(r"\bmost\s+(?:sub\s*classes|child\s+classes|implementations)\b", text, re.IGNORECASE):
+        out[RelType.INHERITS] = "dst"
+    elif re.search(r"\bsubclass(?:es)?\s+of\b|\bchild\s+class(?:es)?\s+of\b", text, re.IGNORECASE):
         out[RelType.INHERITS] = "src"  # "the subclasses of Response" start the relationship
     elif re.search(r"\b(?:base|parent|super)\s*class(?:es)?\s+of\b|\bsuperclass(?:es)?\s+of\b", text, re.IGNORECASE):
         out[RelType.INHERITS] = "dst"  # "the base class of FileResponse" ends it

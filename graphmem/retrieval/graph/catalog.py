@@ -83,6 +83,25 @@ class Catalog:
     # Documents that record the project's history (changelogs, release notes): they mention every
     # part of the code, and answer questions about its history, not about the code.
     changelogs: set[str] = field(default_factory=set)
+    # How many distinct nodes stand at the other end of each node's relationships of one type, read
+    # from the store the first time a question counts them ("which module is imported by the most
+    # files?"): (relationship type, the counted node's end) -> key -> count. Not saved.
+    degrees: dict[tuple[str, str, bool], dict[str, int]] = field(default_factory=dict)
+
+    def degree(self, store: GraphStore, rel: str, end: str, by_file: bool = False) -> dict[str, int]:
+        """``degrees[(rel, end, by_file)]``, read once from ``store``'s open relationships;
+        ``by_file``: a symbol's relationships count for its file (importing a module's function
+        imports the module)."""
+        if (rel, end, by_file) not in self.degrees:
+            partners: dict[str, set[str]] = {}
+            for r in store.iter_rels():
+                if r.type.value == rel:
+                    here, there = (r.src, r.dst) if end == "src" else (r.dst, r.src)
+                    if by_file and here.startswith("sym:"):
+                        here = "file:" + here[4:].split("::", 1)[0]
+                    partners.setdefault(here, set()).add(there)
+            self.degrees[(rel, end, by_file)] = {key: len(others) for key, others in partners.items()}
+        return self.degrees[(rel, end, by_file)]
 
     @classmethod
     def build(cls, store: GraphStore, *, fuzzy_min_length: int = 5) -> Catalog:

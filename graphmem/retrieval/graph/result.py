@@ -37,6 +37,8 @@ class GraphResult:
     sort: set[str] = field(default_factory=set)
     # The types whose members the question asks for ("which methods of Client ...").
     owners: set[str] = field(default_factory=set)
+    # "Which module is imported by the most files?": the code by that count, most first.
+    counted: list[str] = field(default_factory=list)
     # Changelogs, when the question asks nothing of the project's history: they come after the rest.
     records: set[str] = field(default_factory=set)
 

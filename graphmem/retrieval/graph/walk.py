@@ -182,6 +182,10 @@ def walk(store: GraphStore, cat: Catalog, q: Question, linked: dict[str, Link], 
         final = _newest_change_first(final, edges, cat, result, answer)
     elif counted:
         final = _most_changes_first(final, store, cat, result, as_of)
+    elif most := _counted_relation(q, answer, result, cat, as_of):
+        final, result.counted = _most_related_first(final, store, cat, q.answer_kinds[0], *most,
+                                                    limit=config.most_related)
+        counted = True
     if q.asks_in_force:
         final = _superseded_last(final, edges, cat, ref_date, config)
     shipped: dict[str, tuple[str, Step]] = {}
@@ -568,6 +572,45 @@ def _owner_in(key: str, owners: set[str]) -> str | None:
 
 
 _CHANGE_TYPES = frozenset({RelType.MODIFIED.value, RelType.CHANGED.value})
+# Relationships between pieces of code a question may count ("called the most", "imported by the
+# most files", "the most subclasses").
+_COUNTED = (RelType.CALLS, RelType.IMPORTS, RelType.INHERITS)
+_CODE = frozenset({NodeKind.SYMBOL, NodeKind.FILE})
+
+
+def _counted_relation(q: Question, answer: set[NodeKind], result: GraphResult, cat: Catalog,
+                      as_of: str | None) -> tuple[str, str] | None:
+    """The relationship and end a question counts over the whole project ("which module is
+    imported by the most files?": IMPORTS, the imported end; "which function calls the most
+    others?": CALLS, the calling end), or None: it asks for no most, no code, names no direction,
+    names code of its own (a count about that code is another question), or looks at the past."""
+    if not q.asks_most or as_of is not None or not answer or not answer <= _CODE:
+        return None
+    if any(link.named and cat.nodes.get(key, _NO_INFO)[0] in _CODE for key, link in result.linked.items()):
+        return None
+    for rel in _COUNTED:
+        if rel in q.rel_types and rel in q.directions:
+            return rel.value, q.directions[rel]
+    return None
+
+
+def _most_related_first(final: dict[str, float], store: GraphStore, cat: Catalog, kind: NodeKind,
+                        rel: str, end: str, *, limit: int) -> tuple[dict[str, float], list[str]]:
+    """The project's code of the asked kind (a module is a file, a function a symbol) by how many
+    distinct nodes it has at the other end of
+    ``rel`` (``end``: the end it stands at), the ``limit`` best above everything else, then in
+    ``final``'s order. A count over the whole graph (``Catalog.degree``), not over what the walk
+    reached from the question's words. Returns the scores and the counted keys, most first."""
+    counts = cat.degree(store, rel, end, by_file=kind is NodeKind.FILE)
+    ranked = sorted((key for key in counts if cat.nodes.get(key, _NO_INFO)[0] is kind),
+                    key=lambda key: (-counts[key], key))[:limit]
+    if not ranked:
+        return final, []
+    top = max(final.values(), default=1.0) or 1.0
+    most = counts[ranked[0]]
+    for key in ranked:
+        final[key] = top * (2.0 + counts[key] / most)
+    return final, ranked
 
 
 def _latest_change_factors(edges: list[Edge], cat: Catalog, config: WalkConfig) -> dict[tuple[str, str, str], float]:
