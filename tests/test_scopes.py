@@ -294,11 +294,15 @@ def test_a_question_asking_for_a_class_answers_with_classes_before_methods(web: 
 def test_a_question_counting_a_relationship_ranks_the_code_by_that_count(
         tmp_path: Path, embedder: Any) -> None:
     """"Which function is called the most?" counts callers over the whole project, not around the
-    words of the question (which name nothing here)."""
+    words of the question (which name nothing here), and not in the tests it does not speak of."""
     files = {
         "app/util.py": "def clean(s):\n    return s.strip()\n\n\ndef lone():\n    '''The most called helper? No.'''\n    return 1\n",
         "app/a.py": "from app.util import clean\n\n\ndef f(x):\n    return clean(x)\n\n\ndef g(x):\n    return clean(x)\n",
         "app/b.py": "from app.util import clean, lone\n\n\ndef h(x):\n    return clean(x) + lone()\n",
+        # Tests call `lone` most, and import util most: the project's own code counts here.
+        "tests/test_util.py": "".join(f"from app.util import lone\n\n\ndef test_{i}():\n    assert lone() == 1\n\n\n"
+                                      for i in range(4)),
+        "tests/test_more.py": "from app.b import h\n\n\ndef test_h():\n    assert h(' a ')\n",
     }
     repo = tmp_path / "repo"
     for rel, text in files.items():

@@ -7,7 +7,7 @@ import marshal
 import re
 from dataclasses import dataclass, field
 
-from graphmem.model import CLASS_KINDS, Node, NodeKind
+from graphmem.model import CLASS_KINDS, Node, NodeKind, is_test_path, path_of_key
 from graphmem.stores.base import GraphStore
 
 CACHE_FORMAT = 9  # of Catalog.to_bytes: a saved catalog of another format is built again
@@ -86,22 +86,26 @@ class Catalog:
     # How many distinct nodes stand at the other end of each node's relationships of one type, read
     # from the store the first time a question counts them ("which module is imported by the most
     # files?"): (relationship type, the counted node's end) -> key -> count. Not saved.
-    degrees: dict[tuple[str, str, bool], dict[str, int]] = field(default_factory=dict)
+    degrees: dict[tuple[str, str, bool, bool], dict[str, int]] = field(default_factory=dict)
 
-    def degree(self, store: GraphStore, rel: str, end: str, by_file: bool = False) -> dict[str, int]:
-        """``degrees[(rel, end, by_file)]``, read once from ``store``'s open relationships;
+    def degree(self, store: GraphStore, rel: str, end: str, *, by_file: bool = False,
+               tests: bool = True) -> dict[str, int]:
+        """``degrees[(rel, end, by_file, tests)]``, read once from ``store``'s open relationships;
         ``by_file``: a symbol's relationships count for its file (importing a module's function
-        imports the module)."""
-        if (rel, end, by_file) not in self.degrees:
+        imports the module); ``tests``: test code counts, at either end."""
+        cached = (rel, end, by_file, tests)
+        if cached not in self.degrees:
             partners: dict[str, set[str]] = {}
             for r in store.iter_rels():
                 if r.type.value == rel:
                     here, there = (r.src, r.dst) if end == "src" else (r.dst, r.src)
+                    if not tests and (is_test_path(path_of_key(here) or "") or is_test_path(path_of_key(there) or "")):
+                        continue
                     if by_file and here.startswith("sym:"):
                         here = "file:" + here[4:].split("::", 1)[0]
                     partners.setdefault(here, set()).add(there)
-            self.degrees[(rel, end, by_file)] = {key: len(others) for key, others in partners.items()}
-        return self.degrees[(rel, end, by_file)]
+            self.degrees[cached] = {key: len(others) for key, others in partners.items()}
+        return self.degrees[cached]
 
     @classmethod
     def build(cls, store: GraphStore, *, fuzzy_min_length: int = 5) -> Catalog:

@@ -184,7 +184,7 @@ def walk(store: GraphStore, cat: Catalog, q: Question, linked: dict[str, Link], 
         final = _most_changes_first(final, store, cat, result, as_of)
     elif most := _counted_relation(q, answer, result, cat, as_of):
         final, result.counted = _most_related_first(final, store, cat, q.answer_kinds[0], *most,
-                                                    limit=config.most_related)
+                                                    limit=config.most_related, tests=q.mentions_tests)
         counted = True
     if q.asks_in_force:
         final = _superseded_last(final, edges, cat, ref_date, config)
@@ -595,13 +595,14 @@ def _counted_relation(q: Question, answer: set[NodeKind], result: GraphResult, c
 
 
 def _most_related_first(final: dict[str, float], store: GraphStore, cat: Catalog, kind: NodeKind,
-                        rel: str, end: str, *, limit: int) -> tuple[dict[str, float], list[str]]:
+                        rel: str, end: str, *, limit: int, tests: bool) -> tuple[dict[str, float], list[str]]:
     """The project's code of the asked kind (a module is a file, a function a symbol) by how many
     distinct nodes it has at the other end of
     ``rel`` (``end``: the end it stands at), the ``limit`` best above everything else, then in
     ``final``'s order. A count over the whole graph (``Catalog.degree``), not over what the walk
-    reached from the question's words. Returns the scores and the counted keys, most first."""
-    counts = cat.degree(store, rel, end, by_file=kind is NodeKind.FILE)
+    reached from the question's words; test code counts only for a question that speaks of tests.
+    Returns the scores and the counted keys, most first."""
+    counts = cat.degree(store, rel, end, by_file=kind is NodeKind.FILE, tests=tests)
     ranked = sorted((key for key in counts if cat.nodes.get(key, _NO_INFO)[0] is kind),
                     key=lambda key: (-counts[key], key))[:limit]
     if not ranked:
