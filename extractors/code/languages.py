@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import re
 from importlib import resources
 
 # Extension -> language name. ``go.mod`` is matched by file name, see ``language_for``.
@@ -90,7 +91,14 @@ def grammar(language: str):  # -> tree_sitter.Language
 
 @functools.cache
 def query_source(language: str) -> str:
+    """The language's query, with the files it includes (a line ``; include: ecmascript``) after
+    it: patterns JavaScript and TypeScript share live once."""
     stem = _GRAMMARS[language][2]
+    text = _query_file(stem)
+    return text + "".join("\n" + _query_file(name) for name in re.findall(r"^; include: (\w+)$", text, re.MULTILINE))
+
+
+def _query_file(stem: str) -> str:
     return resources.files("extractors.code").joinpath("queries").joinpath(f"{stem}.scm").read_text("utf-8")
 
 
