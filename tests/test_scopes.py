@@ -321,3 +321,13 @@ def test_a_question_counting_a_relationship_ranks_the_code_by_that_count(
     q = parse_question("Which class has the most subclasses?")
     assert q.directions.get(RelType.INHERITS) == "dst" and q.asks_most
     assert parse_question("Which function has the most callers?").directions.get(RelType.CALLS) == "dst"
+
+
+def test_a_question_asking_for_a_document_answers_with_documents(web: Any) -> None:
+    for text in ("Which document explains the minimum size of GZipMiddleware?",
+                 "Is there a guide to the gzip compression of a response body?"):
+        q = parse_question(text)
+        assert [k.value for k in q.answer_kinds] == ["document"] and not q.sort_noun, text
+        assert web.query(text, mode="hybrid", k=3).keys[0] == "doc:docs/compression.md", text
+    assert [k.value for k in parse_question("Which function parses the document?").answer_kinds] == [
+        "symbol", "file"]  # the kind asked for comes first

@@ -490,7 +490,7 @@ def _scoped(order: list[str], cands: Candidates) -> list[str]:
     the type whose members it asks for ("which methods of Client ..."), what a count over the
     project does not put first when the question counts ("imported by the most files"), what is not code when it
     asks where something is (documents before the rest, and first when it speaks of
-    documentation), commits, releases and people when it asks how something is done, and the
+    documentation) or what is no document when it asks for one ("which guide ..."), commits, releases and people when it asks how something is done, and the
     changelogs when it asks nothing of the project's history."""
     g = cands.graph
     if g is None:
@@ -513,6 +513,9 @@ def _scoped(order: list[str], cands: Candidates) -> list[str]:
         # Code first (documents, when the question speaks of documentation), then the other places.
         wanted = {NodeKind.DOCUMENT} if q.asks_docs else _CODE
         order = _last(order, lambda key: kind_of(key) not in wanted)
+    if q.answer_kinds == (NodeKind.DOCUMENT,):
+        # "Which document explains authentication?": the documents, then the rest.
+        order = _last(order, lambda key: kind_of(key) is not NodeKind.DOCUMENT)
     if q.asks_place or (q.asks_way and not q.about_history):
         order = _last(order, lambda key: kind_of(key) in _NO_PLACES)
     if g.records:

@@ -42,6 +42,10 @@ _ANSWER_PATTERNS: list[tuple[re.Pattern[str], tuple[NodeKind, ...]]] = [
                 re.IGNORECASE), (NodeKind.INCIDENT,)),
     (re.compile(r"\b(which|what|list|show|find|name)\b[^?.]{0,25}?\b(files?|modules?)\b(?!-)", re.IGNORECASE),
      (NodeKind.FILE, NodeKind.SYMBOL)),
+    # "Which document explains authentication?", "is there a guide for async usage?"
+    (re.compile(r"\b(which|what|list|show|find|name|is there|are there)\b[^?.]{0,25}?"
+                r"\b(documents?|docs|documentation|guides?|tutorials?|readmes?)\b(?!-)", re.IGNORECASE),
+     (NodeKind.DOCUMENT,)),
     (re.compile(r"\b(which|what|list|show|find|name|all)\b[^?.]{0,30}?\b(code|functions?|methods?|classes|class|"
                 r"endpoints?|handlers?|symbols?|callers?|callees?|types?|interfaces?|structs?|helpers?)\b(?!-)",
                 re.IGNORECASE), (NodeKind.SYMBOL, NodeKind.FILE)),
@@ -597,7 +601,7 @@ _KIND_NOUNS = frozenset({
     "team", "service", "system", "commit", "change", "changeset", "release", "version", "decision", "adr",
     "incident", "outage", "postmortem", "file", "module", "package", "directory", "folder", "endpoint", "handler",
     "symbol", "caller", "callee", "interface", "struct", "helper", "people", "person", "engineer", "developer",
-    "author", "test", "session", "transcript"})
+    "author", "test", "session", "transcript", "document", "docs", "documentation", "guide", "tutorial", "readme"})
 # Words that pick rather than name, words for code in general, and verbs.
 _NOT_SORTS = frozenset({
     "code", "function", "method", "class", "type", "other", "kind", "part", "thing", "way", "place", "line",
