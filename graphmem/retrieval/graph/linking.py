@@ -240,7 +240,8 @@ def link(cat: Catalog, q: Question, config: LinkConfig, *, names: tuple[list[str
 def _same_spelling(keys: set[str], written: str) -> set[str]:
     """Of the code one word names in any case, the code spelt as written, when there is some:
     "testdir()" is the method ``testdir``, not the class ``Testdir``; "`Config`" the class, not a
-    ``config`` fixture. Other nodes of that name (a service, a file) stay."""
+    ``config`` fixture; of that, the code whose whole qualified name it is, when there is some.
+    Other nodes of that name (a service, a file) stay."""
     def spelt(key: str) -> bool:
         qual = key.rsplit("::", 1)[-1]
         forms = {qual, qual.rsplit(".", 1)[-1]}
@@ -248,6 +249,11 @@ def _same_spelling(keys: set[str], written: str) -> set[str]:
 
     code = {k for k in keys if k.startswith("sym:")}
     exact = {k for k in code if spelt(k)}
+    # Of those, the code whose whole name it is: "`unmount`" is the function ``unmount``, not the
+    # property ``options.unmount`` of another module, nor "Gson" the constructor ``Gson.Gson``.
+    whole = {k for k in exact if k.rsplit("::", 1)[-1] in (written, written[:-1] if written.endswith("s") else written)}
+    if whole:
+        exact = whole
     return keys - (code - exact) if exact else keys
 
 
