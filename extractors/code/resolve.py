@@ -1116,12 +1116,23 @@ def go_implementations(index: ProjectIndex) -> list[tuple[Target, Target]]:
                 names |= inherited
         return names
 
-    wanted = [(target, names) for _, target in interfaces if (names := method_set(target))]
+    # Types by method name, so that an interface meets only the types that have its rarest method
+    # (a large module holds thousands of each).
+    having: dict[str, set[int]] = defaultdict(set)
+    for i, (place, _) in enumerate(types):
+        for name in methods.get(place, ()):
+            having[name].add(i)
     out: list[tuple[Target, Target]] = []
-    for place, target in types:
-        own = methods.get(place)
-        if own:
-            out += [(target, iface) for iface, names in wanted if names <= own]
+    for _, iface in interfaces:
+        names = method_set(iface)
+        if not names:
+            continue
+        found: set[int] | None = None
+        for name in sorted(names, key=lambda n: len(having.get(n, ()))):
+            found = set(having.get(name, ())) if found is None else found & having.get(name, set())
+            if not found:
+                break
+        out += [(types[i][1], iface) for i in sorted(found or ())]
     return out
 
 
