@@ -568,3 +568,15 @@ def test_a_name_spelt_as_code_links_the_code_whose_whole_name_it_is(tmp_path) ->
     store.close()
     assert linked(cat, "List the functions `unmount` calls.") == {fn}
     assert linked(cat, "What calls `flush_all`?") == {method}
+
+
+def test_a_plural_name_links_the_type_spelt_so_before_its_singular(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    store = EmbeddedStore(tmp_path / "home", "plural")
+    prov = Provenance("src", "test")
+    one, many = "sym:nodes/Element.java::Element", "sym:select/Elements.java::Elements"
+    store.upsert([Node(one, "Element", prov, {"symbol_kind": "class", "qualname": "Element"}),
+                  Node(many, "Elements", prov, {"symbol_kind": "class", "qualname": "Elements"})], [], [])
+    cat = Catalog.build(store)
+    store.close()
+    assert linked(cat, "Which methods of Elements remove nodes?") == {many}
+    assert linked(cat, "Which methods of Element remove nodes?") == {one}

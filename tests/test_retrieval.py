@@ -267,6 +267,7 @@ def test_question_reading_finds_which_end_of_an_import_is_asked(text: str, end: 
     ("Which classes implement NodeVisitor?", "src"),  # implementing a type is inheriting from it
     ("Which types implement the `io.Reader` interface?", "src"),
     ("Which types implement the matcher interface?", "src"),
+    ("Which interfaces does Element implement?", "dst"),
 ])
 def test_question_reading_finds_which_end_of_an_inheritance_is_asked(text: str, end: str | None) -> None:
     q = parse_question(text, REF)

@@ -66,11 +66,12 @@ _EDIT_WORDS = frozenset({"change", "changed", "changes", "changing", "modify", "
                          "edited", "edits", "editing"})
 _EDITS = (re.compile(r"\b(?:" + "|".join(sorted(_EDIT_WORDS)) + r")\b", re.IGNORECASE),
           (RelType.MODIFIED, RelType.CHANGED, RelType.IMPLEMENTS, RelType.REFERENCES, RelType.RELEASED_IN))
-# "Which classes implement NodeVisitor?", "which types implement the matcher interface?":
-# implementing a type (a name spelt with capitals, or called an interface) is inheriting from it;
-# "which function implements retry logic" describes code.
+# "Which classes implement NodeVisitor?", "which types implement the matcher interface?", "which
+# interfaces does Element implement?": implementing a type (a name spelt with capitals, or called
+# an interface, or the object asked for) is inheriting from it; "which function implements retry
+# logic" describes code.
 _IMPLEMENTS_TYPE = (r"\bimplement(?:s|ed|ing)?\b(?=\s+(?:the\s+)?[`'\"]?(?:(?-i:(?:[A-Za-z_]\w*\.)*[A-Z]\w*[a-z])"
-                    r"(?![\w.]*\()|[\w.]+[`'\"]?\s+interface\b))")
+                    r"(?![\w.]*\()|[\w.]+[`'\"]?\s+interface\b)|\s*[?.!]*\s*$)")
 # Each word is matched in its own forms only, not as the start of another word: "fixture" is not
 # "fix", "authorization" not "author", "editable" not "edit", "important" not "import", an
 # "extension point" not "extends", a "broker" not "broke".

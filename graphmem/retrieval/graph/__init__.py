@@ -110,6 +110,8 @@ def owners_named(name: str, cat: Catalog) -> set[str]:
     methods of Client ...")."""
     keys = {key for key in cat.by_name.get(tuple(singular(w) for w in words_of(name)), set())
             if cat.nodes[key][0] is NodeKind.SYMBOL}
+    # "Elements" is the type ``Elements`` where there is one, not ``Element`` as well.
+    keys = {key for key in keys if key.rsplit("::", 1)[-1].rsplit(".", 1)[-1] == name} or keys
     return {key for key in keys if any(other.startswith(key + ".") for other in cat.by_kind.get(NodeKind.SYMBOL, ()))}
 
 

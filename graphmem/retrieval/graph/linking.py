@@ -251,9 +251,11 @@ def _same_spelling(keys: set[str], written: str) -> set[str]:
     exact = {k for k in code if spelt(k)}
     # Of those, the code whose whole name it is: "`unmount`" is the function ``unmount``, not the
     # property ``options.unmount`` of another module, nor "Gson" the constructor ``Gson.Gson``.
-    whole = {k for k in exact if k.rsplit("::", 1)[-1] in (written, written[:-1] if written.endswith("s") else written)}
-    if whole:
-        exact = whole
+    for form in (written, written[:-1] if written.endswith("s") else written):
+        whole = {k for k in exact if k.rsplit("::", 1)[-1] == form}
+        if whole:  # "Elements" is ``Elements`` where there is one, else ``Element``
+            exact = whole
+            break
     return keys - (code - exact) if exact else keys
 
 
