@@ -553,23 +553,6 @@ def test_a_commit_is_named_by_a_subject_of_several_words_only(tmp_path) -> None:
     assert linked(cat, "What did 'Stream the parser over large inputs' change?") == {long}
 
 
-def test_a_name_spelt_as_code_links_the_code_whose_whole_name_it_is(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    """"`unmount`" is the function ``unmount``; the property ``options.unmount`` set in another
-    module ends with that name but is called otherwise. Without a whole match, members stay."""
-    store = EmbeddedStore(tmp_path / "home", "whole")
-    prov = Provenance("src", "test")
-    fn, prop = "sym:src/diff/index.js::unmount", "sym:hooks/src/index.js::options.unmount"
-    method = "sym:src/client.py::Client.flush_all"
-    store.upsert([Node(fn, "unmount", prov, {"symbol_kind": "function", "qualname": "unmount"}),
-                  Node(prop, "options.unmount", prov, {"symbol_kind": "method", "qualname": "options.unmount"}),
-                  Node(method, "Client.flush_all", prov, {"symbol_kind": "method", "qualname": "Client.flush_all"})],
-                 [], [])
-    cat = Catalog.build(store)
-    store.close()
-    assert linked(cat, "List the functions `unmount` calls.") == {fn}
-    assert linked(cat, "What calls `flush_all`?") == {method}
-
-
 def test_a_plural_name_links_the_type_spelt_so_before_its_singular(tmp_path) -> None:  # type: ignore[no-untyped-def]
     store = EmbeddedStore(tmp_path / "home", "plural")
     prov = Provenance("src", "test")

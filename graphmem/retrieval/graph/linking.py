@@ -240,8 +240,8 @@ def link(cat: Catalog, q: Question, config: LinkConfig, *, names: tuple[list[str
 def _same_spelling(keys: set[str], written: str) -> set[str]:
     """Of the code one word names in any case, the code spelt as written, when there is some:
     "testdir()" is the method ``testdir``, not the class ``Testdir``; "`Config`" the class, not a
-    ``config`` fixture; of that, the code whose whole qualified name it is, when there is some.
-    Other nodes of that name (a service, a file) stay."""
+    ``config`` fixture; a plural, the code spelt with it before the code spelt without. Other
+    nodes of that name (a service, a file) stay."""
     def spelt(key: str) -> bool:
         qual = key.rsplit("::", 1)[-1]
         forms = {qual, qual.rsplit(".", 1)[-1]}
@@ -249,13 +249,10 @@ def _same_spelling(keys: set[str], written: str) -> set[str]:
 
     code = {k for k in keys if k.startswith("sym:")}
     exact = {k for k in code if spelt(k)}
-    # Of those, the code whose whole name it is: "`unmount`" is the function ``unmount``, not the
-    # property ``options.unmount`` of another module, nor "Gson" the constructor ``Gson.Gson``.
-    for form in (written, written[:-1] if written.endswith("s") else written):
-        whole = {k for k in exact if k.rsplit("::", 1)[-1] == form}
-        if whole:  # "Elements" is ``Elements`` where there is one, else ``Element``
-            exact = whole
-            break
+    # "Elements" is ``Elements`` where there is one, not ``Element`` as well.
+    as_written = {k for k in exact if written in (k.rsplit("::", 1)[-1], k.rsplit("::", 1)[-1].rsplit(".", 1)[-1])}
+    if as_written:
+        exact = as_written
     return keys - (code - exact) if exact else keys
 
 
