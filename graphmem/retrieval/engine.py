@@ -19,7 +19,8 @@ from datetime import datetime, timezone
 from typing import Any, Protocol
 
 from graphmem.errors import ModelError
-from graphmem.model import FUNCTION_KINDS, REL_ENDPOINTS, Chunk, Node, NodeKind, RelType, is_test_path, kind_of, path_of_key
+from graphmem.model import (FUNCTION_KINDS, REL_ENDPOINTS, Chunk, Node, NodeKind, RelType, is_test_path, kind_of,
+                            path_of_key)
 from graphmem.retrieval.config import DEFAULT_MODE, RerankConfig, RetrievalConfig, preset
 from graphmem.retrieval.fusion import reciprocal_rank_fusion, rrf_k
 from graphmem.retrieval.graph import UNANCHORING_KINDS, GraphResult, GraphRetriever, sorts
@@ -482,16 +483,20 @@ _CODE = frozenset({NodeKind.SYMBOL, NodeKind.FILE})
 
 
 def _scoped(order: list[str], cands: Candidates) -> list[str]:
-    """``order`` with what lies outside the question's scope moved after the rest: code outside the
-    packages it places its answer in, code that is not test code when it asks for tests (test code
-    when it asks for code and speaks of no tests), what is
-    not of the sort of thing it asks for by name ("which middleware ..."), functions and methods
-    when it asks for a type ("which class ..."), what is no member of
-    the type whose members it asks for ("which methods of Client ..."), what a count over the
-    project does not put first when the question counts ("imported by the most files"), what is not code when it
-    asks where something is (documents before the rest, and first when it speaks of
-    documentation) or what is no document when it asks for one ("which guide ..."), commits, releases and people when it asks how something is done, and the
-    changelogs when it asks nothing of the project's history."""
+    """``order`` with what lies outside the question's scope moved after the rest, each part in its
+    order:
+
+    - code outside the packages it places its answer in; code that is not test code when it asks
+      for tests, and test code when it asks for code and speaks of no tests;
+    - functions and methods when it opens by asking for a type ("which class ...");
+    - what is no member of the type whose members it asks for ("which methods of Client ...");
+    - what is not of the sort of thing it asks for by name ("which middleware ...");
+    - what is not code when it asks where something is (documents first when it speaks of
+      documentation), and what is no document when it asks for one ("which guide ...");
+    - commits, releases and people when it asks where or how something is done;
+    - the changelogs when it asks nothing of the project's history.
+
+    When it counts a relationship ("imported by the most files"), the code counted comes first."""
     g = cands.graph
     if g is None:
         return order

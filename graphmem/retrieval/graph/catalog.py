@@ -85,7 +85,8 @@ class Catalog:
     changelogs: set[str] = field(default_factory=set)
     # How many distinct nodes stand at the other end of each node's relationships of one type, read
     # from the store the first time a question counts them ("which module is imported by the most
-    # files?"): (relationship type, the counted node's end) -> key -> count. Not saved.
+    # files?"): (relationship type, the counted node's end, by file, tests counted) -> key -> count.
+    # Not saved.
     degrees: dict[tuple[str, str, bool, bool], dict[str, int]] = field(default_factory=dict)
 
     def degree(self, store: GraphStore, rel: str, end: str, *, by_file: bool = False,
@@ -99,7 +100,7 @@ class Catalog:
             for r in store.iter_rels():
                 if r.type.value == rel:
                     here, there = (r.src, r.dst) if end == "src" else (r.dst, r.src)
-                    if not tests and (is_test_path(path_of_key(here) or "") or is_test_path(path_of_key(there) or "")):
+                    if not tests and any(is_test_path(path_of_key(k) or "") for k in (here, there)):
                         continue
                     if by_file and here.startswith("sym:"):
                         here = "file:" + here[4:].split("::", 1)[0]
