@@ -488,7 +488,8 @@ def _scoped(order: list[str], cands: Candidates) -> list[str]:
 
     - code outside the packages it places its answer in; code that is not test code when it asks
       for tests, and test code when it asks for code and speaks of no tests;
-    - functions and methods when it opens by asking for a type ("which class ...");
+    - functions and methods after the types when it opens by asking for a type ("which class
+      ..."), among the places the symbols held;
     - what is no member of the type whose members it asks for ("which methods of Client ...");
     - what is not of the sort of thing it asks for by name ("which middleware ...");
     - what is not code when it asks where something is (documents first when it speaks of
@@ -508,8 +509,13 @@ def _scoped(order: list[str], cands: Candidates) -> list[str]:
         # tests only after it (unless the question speaks of tests).
         order = _last(order, lambda key: is_test_path(path_of_key(key) or ""))
     if q.asks_type and not q.asks_callable and q.opens_asking:
-        # "Which class cleans untrusted HTML?": the classes, then the methods that stand for them.
-        order = _last(order, lambda key: cands.shapes.get(key) in FUNCTION_KINDS)
+        # "Which class cleans untrusted HTML?": the classes, then the methods that stand for them,
+        # in the places the symbols held (a file or a person keeps its own).
+        places = [i for i, key in enumerate(order) if key in cands.shapes]
+        symbols = _last([order[i] for i in places], lambda key: cands.shapes[key] in FUNCTION_KINDS)
+        order = list(order)
+        for i, key in zip(places, symbols):
+            order[i] = key
     if g.owners:
         order = _last(order, lambda key: not any(key.startswith(owner + ".") for owner in g.owners))
     if g.sort:
