@@ -3,7 +3,10 @@
 (union_item name: (type_identifier) @name) @def.struct
 (enum_item name: (type_identifier) @name) @def.enum
 (trait_item name: (type_identifier) @name) @def.trait
-(type_item name: (type_identifier) @name) @def.type
+; Type aliases of a file or module; an associated type of a trait impl (`type Error = InvalidUri;`)
+; is a detail of that impl, not a definition of its own.
+(source_file (type_item name: (type_identifier) @name) @def.type)
+(mod_item body: (declaration_list (type_item name: (type_identifier) @name) @def.type))
 (function_item name: (identifier) @name) @def.function
 (function_signature_item name: (identifier) @name) @def.function
 (mod_item name: (identifier) @name body: (declaration_list)) @def.module

@@ -306,6 +306,10 @@ def test_rust_definitions(project_facts):
     assert new.kind == "method" and new.parent == "Ledger" and new.docstring == "An empty ledger."
     assert syms["Ledger.balance"].kind == "method"  # from `impl Balance for Ledger`
     assert syms["Ledger.fmt"].start_line == line_of(RS_LEDGER, "fn fmt(")
+    # A file's type alias is a definition; a trait impl's associated type (`type Err = String;`)
+    # is part of that impl, not a symbol named after the implementing type.
+    assert syms["Cents"].kind == "type" and syms["Cents"].docstring == "Money in cents."
+    assert syms["Entry.from_str"].kind == "method" and "Entry.Err" not in syms
 
 
 def test_rust_use_mod_and_trait_impl(project_graph):
