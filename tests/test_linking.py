@@ -563,3 +563,23 @@ def test_a_plural_name_links_the_type_spelt_so_before_its_singular(tmp_path) -> 
     store.close()
     assert linked(cat, "Which methods of Elements remove nodes?") == {many}
     assert linked(cat, "Which methods of Element remove nodes?") == {one}
+
+
+def test_paths_private_names_and_plural_nouns_are_read_as_written(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """"HeaderMap::insert" is the member ``HeaderMap.insert``; "#fetch" the private method of that
+    name, not a same-named function elsewhere; after a plural code noun comes its verb ("how are
+    the hooks run"), not a name."""
+    store = EmbeddedStore(tmp_path / "home", "spelling")
+    prov = Provenance("src", "test")
+    keys = {"HeaderMap.insert": "sym:src/map.rs::HeaderMap.insert", "HeaderMap": "sym:src/map.rs::HeaderMap",
+            "Ky.#fetch": "sym:source/Ky.ts::Ky.#fetch", "fetch": "sym:test/helpers.ts::fetch",
+            "Run": "sym:test/page.ts::Run"}
+    store.upsert([Node(k, q.rsplit(".", 1)[-1], prov, {"symbol_kind": "method" if "." in q else "function",
+                                                       "qualname": q}) for q, k in keys.items()], [], [])
+    cat = Catalog.build(store)
+    store.close()
+    assert linked(cat, "What does HeaderMap::insert call?") == {keys["HeaderMap.insert"]}
+    assert linked(cat, "What does #fetch call?") == {keys["Ky.#fetch"]}
+    assert linked(cat, "What does `fetch` call?") == {keys["fetch"]}
+    assert linked(cat, "How are the beforeRequest hooks run?") == set()
+    assert linked(cat, "When is the hook Run installed?") == {keys["Run"]}

@@ -201,6 +201,9 @@ _ASKS_CALLABLE = re.compile(r"\b(which|what)\s+(\w+\s+){0,3}(method|methods|func
                             r"constructor|constructors|routine|routines)\b", re.IGNORECASE)
 # The asker's own call ("which type do I need an instance of to call `setData`?", "how do we invoke
 # X?"): the question is about using X, not about the code that calls it.
+# A path written with "::" (Rust's ``HeaderMap::insert``, C++'s and Ruby's too) is read as the dotted
+# qualified name graphmem gives that member.
+_PATH_SEPARATOR = re.compile(r"(?<=[A-Za-z0-9_])::(?=[A-Za-z_#$])")
 _ASKER_CALLS = re.compile(r"\b(?:do|does|did|should|must|can|could|would|will|shall)\s+(?:I|we|you)\s+"
                           r"(?:(?:\w+\s+){0,6}?to\s+)?(call|invoke)\b", re.IGNORECASE)
 _IN_FORCE = re.compile(r"\bin (?:force|effect)\b|\bcurrent(?:ly)?\b|\bstill (?:valid|appl(?:y|ies)|holds?|stands?)\b",
@@ -632,6 +635,7 @@ def parse_question(text: str, now: datetime | None = None, *, sessions: bool = F
     """Read ``text`` (see the module docstring); ``now`` anchors "last month" and the like;
     ``sessions``: the project holds agent sessions, so "which sessions ..." asks for them."""
     now = now or datetime.now(timezone.utc)
+    text = _PATH_SEPARATOR.sub(".", text)
     q = Question(text=text)
     # A hypothetical failure or change ("if I changed X") is no history, asks for no change and
     # names no relationship: the rest of the question is read without it.

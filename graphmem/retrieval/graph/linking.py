@@ -95,14 +95,16 @@ def link(cat: Catalog, q: Question, config: LinkConfig, *, names: tuple[list[str
     clitic = {i for i, m in enumerate(spans)
               if m.start() > 0 and q.text[m.start() - 1] in "'\u2019" and m.group().lower() in _CLITICS}
     quoted = _quoted_words(q.text)
+    # A name after "#" is a private member as JavaScript writes it ("what does #fetch call").
+    private = {i for i, m in enumerate(spans) if m.start() > 0 and q.text[m.start() - 1] == "#" and m.group()[0].isalpha()}
     # Words written as code: called, quoted, capitalised inside a sentence, next to a word for code.
-    as_code = {i for i in range(len(raw)) if IDENT_LIKE.search(raw[i]) or _written_as_name(q.text, spans, i)
-               or _framed_as_code(q.text, spans, words, quoted, i)}
+    as_code = private | {i for i in range(len(raw)) if IDENT_LIKE.search(raw[i]) or _written_as_name(q.text, spans, i)
+                         or _framed_as_code(q.text, spans, words, quoted, i)}
 
     # Words whose spelling is deliberate: written as code (called, with an underscore, in camel
     # case) or quoted; not a word merely placed beside a noun for code ("the segment class").
-    spelt_as_code = {i for i in range(len(raw)) if IDENT_LIKE.search(raw[i]) or words[i] in quoted
-                     or q.text.startswith("(", spans[i].end())}
+    spelt_as_code = private | {i for i in range(len(raw)) if IDENT_LIKE.search(raw[i]) or words[i] in quoted
+                               or q.text.startswith("(", spans[i].end())}
 
     taken: list[set[str]] = [set() for _ in words]  # the keys each word has linked
     if sort and q.sort_noun:
@@ -154,7 +156,7 @@ def link(cat: Catalog, q: Question, config: LinkConfig, *, names: tuple[list[str
                 if size == 1 and (i in spelt_as_code or (i > 0 and raw[i][:1].isupper())):
                     # Spelt as code, or capitalised inside a sentence ("what does Mount do": the
                     # class, not the method ``mount``).
-                    keys = _same_spelling(keys, raw[i])
+                    keys = _same_spelling(keys, "#" + raw[i] if i in private else raw[i])
                 claim(i, size, keys, " ".join(raw[i:i + size]))
                 if plain is not None and size == 1 and raw[i].islower():
                     plain.update(k for k in keys if common_noun(k))
@@ -387,7 +389,9 @@ def _framed_as_code(text: str, spans: list[re.Match[str]], words: list[str], quo
     # a list"), not its name: the noun is the question's subject, named by nothing yet.
     # A word for code in general is no name beside another ("what code helpers", "the class method").
     generic = words[i] in _CODE_IN_GENERAL
-    after_noun = beside(i - 1, CODE_NOUNS) and not (i >= 2 and words[i - 2] in _ASKING) and not generic
+    # After a plural ("how are the hooks run") comes the nouns' verb, not a name.
+    after_noun = (beside(i - 1, CODE_NOUNS) and spans[i - 1].group().lower() == words[i - 1]
+                  and not (i >= 2 and words[i - 2] in _ASKING) and not generic)
     before_noun = beside(i + 1, CODE_NOUNS) and words[i] not in _DETERMINERS and not generic
     placed = (i + 2 < len(words) and words[i + 2] in _CALL_PLACE) or (bool(words) and words[0] in _WHERE)
     called_next = ((beside(i + 1, _CALLED) and placed)
