@@ -11,9 +11,10 @@ import pytest
 
 from graphmem.api import Graphmem
 from graphmem.config import Settings
-from graphmem.retrieval.graph.catalog import base_names, type_sorts
-from graphmem.model import RelType
+from graphmem.model import Node, Provenance, RelType
+from graphmem.retrieval.graph.catalog import Catalog, base_names, type_sorts
 from graphmem.retrieval.question import parse_question
+from graphmem.stores.embedded import EmbeddedStore
 
 
 @pytest.mark.parametrize("text,noun", [
@@ -51,6 +52,22 @@ def test_a_type_is_of_the_sort_its_name_and_its_bases_make() -> None:
                         ("k:gzip", "GZipMiddleware", []), ("k:deep", "Gone", ["NotFound"])])
     assert sorts["exception"] == {"k:http", "k:404", "k:deep"}  # through the project's own bases
     assert sorts["middleware"] == {"k:gzip"} and sorts["found"] == {"k:404", "k:deep"}
+
+
+
+def test_a_rust_type_is_of_the_sort_of_the_traits_it_implements(tmp_path: Path) -> None:
+    """``impl Error for InvalidUri`` makes ``InvalidUri`` an error, though its name does not say so."""
+    store = EmbeddedStore(tmp_path / "home", "traits")
+    prov = Provenance("src/uri.rs", "test")
+    store.upsert([Node("sym:src/uri.rs::InvalidUri", "InvalidUri", prov,
+                       {"symbol_kind": "struct", "qualname": "InvalidUri", "signature": "pub struct InvalidUri(ErrorKind);",
+                        "bases": ["Debug", "Display", "Error"]}),
+                  Node("sym:src/uri.rs::Uri", "Uri", prov, {"symbol_kind": "struct", "qualname": "Uri",
+                                                             "bases": ["Display", "FromStr"]})], [], [])
+    cat = Catalog.build(store)
+    store.close()
+    assert cat.sorts["error"] == {"sym:src/uri.rs::InvalidUri"}
+    assert cat.sorts["display"] == {"sym:src/uri.rs::InvalidUri", "sym:src/uri.rs::Uri"}
 
 
 _FILES = {

@@ -943,6 +943,13 @@ def _js_candidates(base: str) -> Iterable[str]:
 # --- graph building -----------------------------------------------------------------------------
 
 
+def _trait_names(impls: list[tuple[str, str]]) -> list[str]:
+    """The last names of the traits ``impl Trait for Type`` blocks name: ``Display`` of
+    ``fmt::Display``, ``TryFrom`` of ``TryFrom<&str>``."""
+    names = {text.split("<", 1)[0].rsplit("::", 1)[-1].strip() for _, text in impls}
+    return sorted(name for name in names if name)
+
+
 def build_graph(
     files: Mapping[str, FileFacts],
     *,
@@ -1029,6 +1036,10 @@ def build_graph(
             }
             if key in unresolved:
                 props["unresolved_calls"] = sorted(unresolved[key])[:MAX_UNRESOLVED_CALLS]
+            if traits := _trait_names(index.extra_bases.get((index.family[path], symbol.qualname), [])):
+                # Rust: the traits a type implements anywhere in its crate, the standard library's
+                # too (``impl Error for InvalidUri``): what sort of thing it is ("which errors ...").
+                props["bases"] = traits
             out.nodes.append(Node(key=key, name=symbol.qualname, provenance=provenance(path), props=props))
             parent = symbol_key(path, symbol.parent) if symbol.parent else fkey
             out.rels.append(Relationship(src=parent, type=RelType.CONTAINS, dst=key, provenance=provenance(path)))

@@ -322,6 +322,10 @@ def test_rust_use_mod_and_trait_impl(project_graph):
     assert ("file:rust/src/util/mod.rs", "file:rust/src/util/fmt.rs") in imports
     inherits = rels(project_graph, RelType.INHERITS)
     assert ("sym:rust/src/ledger.rs::Ledger", "sym:rust/src/ledger.rs::Balance") in inherits
+    # Every trait a type implements, the standard library's too, is on the type: what sort it is.
+    props = {n.key: n.props for n in project_graph.nodes}
+    assert props["sym:rust/src/ledger.rs::Ledger"]["bases"] == ["Balance", "Display"]
+    assert props["sym:rust/src/ledger.rs::Entry"]["bases"] == ["FromStr"]
 
 
 def test_rust_calls_inside_macros(project_facts):
