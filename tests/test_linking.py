@@ -383,14 +383,18 @@ def test_when_a_change_was_made_asks_for_its_commit(text: str, kinds: tuple[str,
 
 
 def test_a_word_that_a_name_extends_is_no_misspelling_of_it(tmp_path) -> None:
-    """"Why do we maintain two parsers" names no team called maintainers; a typo still does."""
+    """"Why do we maintain two parsers" names no team called maintainers, nor "parsing" the person
+    whose handle is "arsing"; a typo still names them."""
     store = EmbeddedStore(tmp_path / "home", "typos")
     prov = Provenance("CODEOWNERS", "test")
     store.upsert([Node("team:maintainers", "maintainers", prov, {}),
-                  Node("service:scheduler", "scheduler", prov, {})], [], [])
+                  Node("service:scheduler", "scheduler", prov, {}),
+                  Node("person:arsing@example.com", "Ar Sing", prov, {"email": "arsing@example.com"})], [], [])
     cat = Catalog.build(store)
     store.close()
     assert linked(cat, "Why do we maintain two parsers?") == set()
+    assert linked(cat, "What errors can parsing a header name produce?") == set()
+    assert linked(cat, "What did arsinng change last week?") == {"person:arsing@example.com"}
     assert linked(cat, "How do I schedule a retry?") == set()
     assert linked(cat, "Who are the maintainres?") == {"team:maintainers"}
     assert linked(cat, "Who owns the schedular?") == {"service:scheduler"}

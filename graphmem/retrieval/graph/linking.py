@@ -210,8 +210,9 @@ def link(cat: Catalog, q: Question, config: LinkConfig, *, names: tuple[list[str
                 continue
             match = process.extractOne(word, cat.fuzzy_names, scorer=fuzz.ratio, score_cutoff=config.fuzzy_cutoff)
             # A word the name merely extends is another word, not a typo of it: "maintain" is no
-            # misspelt "maintainer", nor "schedule" a misspelt "scheduler".
-            if match and not match[0].startswith(word):
+            # misspelt "maintainer", nor "schedule" a misspelt "scheduler"; nor is a word that
+            # holds the whole name ("parsing" is no misspelt handle "arsing").
+            if match and not match[0].startswith(word) and match[0] not in word:
                 add(cat.by_name[(match[0],)], config.fuzzy_weight, LinkReason.FUZZY_NAME, f"{raw[i]!r} ~ {match[0]!r}")
     # Names that mean what the question says without saying them (embedding similarity).
     if query_vec is not None and names is not None:
