@@ -587,3 +587,23 @@ def test_paths_private_names_and_plural_nouns_are_read_as_written(tmp_path) -> N
     assert linked(cat, "What does `fetch` call?") == {keys["fetch"]}
     assert linked(cat, "How are the beforeRequest hooks run?") == set()
     assert linked(cat, "When is the hook Run installed?") == {keys["Run"]}
+    assert linked(cat, "List the functions run calls.") == {keys["Run"]}  # the subject of a call
+
+
+def test_a_plain_word_naming_a_member_of_a_named_type_links_that_member(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """"Where does a Request read its body?" names ``Request.body``, more weakly than a name written
+    as code; the word names no member of a type the question does not name."""
+    store = EmbeddedStore(tmp_path / "home", "members")
+    prov = Provenance("src", "test")
+    keys = {"Request": "sym:web/requests.py::Request", "Request.body": "sym:web/requests.py::Request.body",
+            "Response.body": "sym:web/responses.py::Response.body"}
+    store.upsert([Node(k, q.rsplit(".", 1)[-1], prov, {"symbol_kind": "method" if "." in q else "class",
+                                                       "qualname": q}) for q, k in keys.items()], [], [])
+    cat = Catalog.build(store)
+    store.close()
+    links = link(cat, parse_question("Where does a Request read its body?"), LinkConfig())
+    assert set(links) == {keys["Request"], keys["Request.body"]}
+    assert links[keys["Request.body"]].weight < links[keys["Request"]].weight
+    assert set(link(cat, parse_question("Where does a Request read its body?"), LinkConfig(member_word_weight=0))) == {
+        keys["Request"]}
+    assert set(link(cat, parse_question("Where is the body read?"), LinkConfig())) == set()

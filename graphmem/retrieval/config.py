@@ -82,6 +82,10 @@ class LinkConfig:
     # changed StaticFiles" (a change to a method changes its class), "what imports
     # starlette.datastructures" (an import takes one of the module's definitions).
     member_weight: float = 1.0
+    # A plain word that is the name of a member of a type the question names ("where does a Request
+    # read its body": ``Request.body``) links that member with this weight; a name written as code
+    # links with weight 1.
+    member_word_weight: float = 0.5
     # Whether the project's own name (and a service that is the whole project) anchors a question.
     project_name_anchors: bool = False
     # "Which middleware ...": the project's types named after the noun make a sort of thing when
@@ -91,7 +95,7 @@ class LinkConfig:
     def __post_init__(self) -> None:
         _nonneg(self, "max_name_words", "fuzzy_min_length", "name_matches", "fuzzy_weight", "name_similarity_weight",
                 "title_weight", "lexical_seed_weight", "anchored_lexical_seed_weight", "described_seed_weight",
-                "stepped_from_weight", "member_weight", "sort_min_members")
+                "stepped_from_weight", "member_weight", "member_word_weight", "sort_min_members")
         _unit(self, "name_similarity", "title_overlap")
         _check(0 <= self.fuzzy_cutoff <= 100, "LinkConfig.fuzzy_cutoff must lie in [0, 100]")
 

@@ -231,6 +231,7 @@ def link(cat: Catalog, q: Question, config: LinkConfig, *, names: tuple[list[str
                   and k.rsplit("::", 1)[-1].lower() in {j.rsplit("::", 1)[-1].lower() for j in in_named}]:
             del out[k]
     _link_members(cat, out, raw, as_code, add)
+    _link_member_words(cat, out, raw, words, as_code | clitic, config.member_word_weight, add)
     # Decision and incident titles the question paraphrases closely.
     qwords = set(words) - STOP
     for key, title in cat.titles:
@@ -282,6 +283,22 @@ def _link_members(cat: Catalog, out: dict[str, Link], raw: list[str], as_code: s
     for k in [k for k in out if k.startswith("sym:") and k not in members and k not in types
               and k.rsplit("::", 1)[-1].rsplit(".", 1)[-1].lower() in last]:
         del out[k]
+
+
+def _link_member_words(cat: Catalog, out: dict[str, Link], raw: list[str], words: list[str], skip: set[int],
+                       weight: float, add) -> None:  # type: ignore[no-untyped-def]
+    """"Where does a Request read its body?": a plain lower-case word that is the name of a member
+    of a type the question names links that member, more weakly than a name written as code."""
+    owners = [k for k, ln in out.items() if ln.named and k.startswith("sym:")]
+    if not owners or weight <= 0:
+        return
+    for i, word in enumerate(raw):
+        if i in skip or words[i] in STOP or len(word) < 3 or not word.islower():
+            continue
+        keys = [key for key in (f"{owner}.{word}" for owner in owners)
+                if key not in out and key in cat.nodes and cat.nodes[key][0] is NodeKind.SYMBOL]
+        if keys:
+            add(keys, weight, LinkReason.NAME, word)
 
 
 def _link_kinds(cat: Catalog, q: Question, add) -> None:  # type: ignore[no-untyped-def]
@@ -390,8 +407,10 @@ def _framed_as_code(text: str, spans: list[re.Match[str]], words: list[str], quo
     # a list"), not its name: the noun is the question's subject, named by nothing yet.
     # A word for code in general is no name beside another ("what code helpers", "the class method").
     generic = words[i] in _CODE_IN_GENERAL
-    # After a plural ("how are the hooks run") comes the nouns' verb, not a name.
-    after_noun = (beside(i - 1, CODE_NOUNS) and spans[i - 1].group().lower() == words[i - 1]
+    # After a plural comes the nouns' verb ("how are the hooks run"), not a name, unless a call
+    # verb follows it ("list the functions rules calls").
+    after_noun = (beside(i - 1, CODE_NOUNS) and (spans[i - 1].group().lower() == words[i - 1]
+                                                 or beside(i + 1, CALL_VERBS))
                   and not (i >= 2 and words[i - 2] in _ASKING) and not generic)
     before_noun = beside(i + 1, CODE_NOUNS) and words[i] not in _DETERMINERS and not generic
     placed = (i + 2 < len(words) and words[i + 2] in _CALL_PLACE) or (bool(words) and words[0] in _WHERE)
