@@ -188,11 +188,13 @@ def test_a_question_asking_for_a_sort_answers_with_types_of_that_sort(web: Any, 
     ("Which test builds a multipart request body?", "sym:tests/test_multipart.py::test_build_multipart_body"),
     ("Which testing function builds a multipart request body?",  # speaks of testing
      "sym:tests/test_multipart.py::test_build_multipart_body"),
+    ("Where do we build a multipart request body from form fields?", "sym:web/multipart.py::encode_fields"),
 ])
 def test_a_question_asking_for_code_answers_with_the_project_code_before_its_tests(
         web: Any, text: str, first: str) -> None:
-    """The test's words match the question best, yet a question for a function asks for the
-    project's code: test code follows it, unless tests are asked for."""
+    """The test's words match the question best, yet a question for a function, or for the place
+    where something is done, asks for the project's code: test code follows it, unless tests are
+    asked for."""
     assert web.query(text, mode="hybrid", k=3).keys[0] == first
 
 

@@ -487,7 +487,8 @@ def _scoped(order: list[str], cands: Candidates) -> list[str]:
     order:
 
     - code outside the packages it places its answer in; code that is not test code when it asks
-      for tests, and test code when it asks for code and speaks of no tests;
+      for tests, and test code when it asks for code, or where something is, and speaks of no
+      tests;
     - functions and methods after the types when it opens by asking for a type ("which class
       ..."), among the places the symbols held;
     - what is no member of the type whose members it asks for ("which methods of Client ...");
@@ -504,9 +505,9 @@ def _scoped(order: list[str], cands: Candidates) -> list[str]:
     q = cands.question
     order = outside_scope_last(order, g.outside, g.inside, q.asks_tests,
                                bool(q.answer_kinds) and set(q.answer_kinds) <= _CODE)
-    if not q.mentions_tests and q.answer_kinds and set(q.answer_kinds) <= _CODE:
-        # "Which function builds the multipart body?", "what calls X?": the project's code, its
-        # tests only after it (unless the question speaks of tests).
+    if not q.mentions_tests and ((q.answer_kinds and set(q.answer_kinds) <= _CODE) or q.asks_place):
+        # "Which function builds the multipart body?", "what calls X?", "where is the cookie
+        # signed?": the project's code, its tests only after it (unless the question speaks of tests).
         order = _last(order, lambda key: is_test_path(path_of_key(key) or ""))
     if q.asks_type and not q.asks_callable and q.opens_asking:
         # "Which class cleans untrusted HTML?": the classes, then the methods that stand for them,
