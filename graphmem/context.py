@@ -50,7 +50,7 @@ from graphmem.memory import (
     sync_after_write,
     update_memory,
 )
-from graphmem.model import (NodeKind, RelType, commit_key, is_test_path, now_iso, path_of_key, symbol_key,
+from graphmem.model import (NodeKind, RelType, commit_key, is_test_key, now_iso, path_of_key, symbol_key,
                             symbol_parts)
 from graphmem.stores.base import INCOMPLETE
 
@@ -283,7 +283,7 @@ def code_facts(store: GraphStore, keys: Sequence[str], *, callers: int = 20, com
         own_file = next((s for s, level in chains[key] if level == "file"), None)
         near = list(incoming.get(key, ())) + (list(incoming.get(own_file, ())) if own_file and own_file != key else [])
         test_sources = [r.src for r in near if r.type in (RelType.CALLS, RelType.IMPORTS, RelType.MENTIONS)
-                        and is_test_path(path_of_key(r.src) or "")]
+                        and is_test_key(r.src)]
         # A test file that imports the code and its test function that calls it: the function says more.
         covered = {path_of_key(t) for t in test_sources if t.startswith("sym:")}
         test_sources = [t for t in test_sources if t.startswith("sym:") or path_of_key(t) not in covered]

@@ -324,6 +324,22 @@ def is_test_path(path: str) -> bool:
     return bool(_TEST_PATH.search(path))
 
 
+# A test module written inside a source file (Rust's ``#[cfg(test)] mod tests``).
+_TEST_MODULE = re.compile(r"(?:\w+_)?tests?")
+
+
+def is_test_key(key: str) -> bool:
+    """Whether a node is test code: in a test file (``is_test_path``), or a symbol inside a test
+    module of its file (``src/uri/path.rs::tests.compares_with_a_string``)."""
+    path = path_of_key(key)
+    if path and is_test_path(path):
+        return True
+    if not key.startswith("sym:"):
+        return False
+    owners = key.partition("::")[2].split(".")[:-1]
+    return any(_TEST_MODULE.fullmatch(part) for part in owners)
+
+
 def key_contains(outer: str, inner: str) -> bool:
     """Whether ``inner`` equals ``outer`` or lies inside it (symbol in file, method in class)."""
     if inner == outer:

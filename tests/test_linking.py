@@ -572,12 +572,12 @@ def test_a_plural_name_links_the_type_spelt_so_before_its_singular(tmp_path) -> 
 def test_paths_private_names_and_plural_nouns_are_read_as_written(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """"HeaderMap::insert" is the member ``HeaderMap.insert``; "#fetch" the private method of that
     name, not a same-named function elsewhere; after a plural code noun comes its verb ("how are
-    the hooks run"), not a name."""
+    the hooks run"), not a name; "a Method" is the type so spelt."""
     store = EmbeddedStore(tmp_path / "home", "spelling")
     prov = Provenance("src", "test")
     keys = {"HeaderMap.insert": "sym:src/map.rs::HeaderMap.insert", "HeaderMap": "sym:src/map.rs::HeaderMap",
             "Ky.#fetch": "sym:source/Ky.ts::Ky.#fetch", "fetch": "sym:test/helpers.ts::fetch",
-            "Run": "sym:test/page.ts::Run"}
+            "Run": "sym:test/page.ts::Run", "Method": "sym:src/method.rs::Method"}
     store.upsert([Node(k, q.rsplit(".", 1)[-1], prov, {"symbol_kind": "method" if "." in q else "function",
                                                        "qualname": q}) for q, k in keys.items()], [], [])
     cat = Catalog.build(store)
@@ -588,6 +588,9 @@ def test_paths_private_names_and_plural_nouns_are_read_as_written(tmp_path) -> N
     assert linked(cat, "How are the beforeRequest hooks run?") == set()
     assert linked(cat, "When is the hook Run installed?") == {keys["Run"]}
     assert linked(cat, "List the functions run calls.") == {keys["Run"]}  # the subject of a call
+    # A word for code in general, capitalised inside a sentence as a type of that name is spelt.
+    assert linked(cat, "How is a Method compared to a string?") == {keys["Method"]}
+    assert linked(cat, "Which method compares two strings?") == set()
 
 
 def test_a_plain_word_naming_a_member_of_a_named_type_links_that_member(tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -17,6 +17,7 @@ from graphmem.model import (
     entity_key,
     file_key,
     incident_key,
+    is_test_key,
     key_contains,
     kind_of,
     person_key,
@@ -76,3 +77,18 @@ def test_relationship_types_and_endpoints_are_checked() -> None:
         check_relationship(Relationship("person:a@b.c", RelType.CALLS, "sym:a.py::g", p))
     with pytest.raises(ModelError, match="unknown relationship type"):
         check_relationship(Relationship("sym:a.py::f", "CALLS]->() DETACH DELETE n //", "sym:a.py::g", p))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("key,test", [
+    ("sym:tests/test_api.py::test_get", True),  # a test file
+    ("file:pkg/handler_test.go", True),
+    ("sym:src/uri/path.rs::tests.compares_with_a_string", True),  # Rust's inline `mod tests`
+    ("sym:src/header/value.rs::from_header_name_tests.it_can_insert", True),
+    ("sym:src/method.rs::test.test_extension_method_chars", True),
+    ("sym:src/uri/path.rs::PathAndQuery.as_str", False),
+    ("sym:src/runner.py::test", False),  # a function named "test" is no test module
+    ("sym:src/latest.py::Contest.run", False),
+    ("commit:" + "a" * 40, False),
+])
+def test_test_code_is_known_by_its_file_or_its_test_module(key: str, test: bool) -> None:
+    assert is_test_key(key) is test

@@ -19,8 +19,7 @@ from datetime import datetime, timezone
 from typing import Any, Protocol
 
 from graphmem.errors import ModelError
-from graphmem.model import (FUNCTION_KINDS, REL_ENDPOINTS, Chunk, Node, NodeKind, RelType, is_test_path, kind_of,
-                            path_of_key)
+from graphmem.model import FUNCTION_KINDS, REL_ENDPOINTS, Chunk, Node, NodeKind, RelType, is_test_key, kind_of
 from graphmem.retrieval.config import DEFAULT_MODE, RerankConfig, RetrievalConfig, preset
 from graphmem.retrieval.fusion import reciprocal_rank_fusion, rrf_k
 from graphmem.retrieval.graph import UNANCHORING_KINDS, GraphResult, GraphRetriever, sorts
@@ -508,7 +507,7 @@ def _scoped(order: list[str], cands: Candidates) -> list[str]:
     if not q.mentions_tests and ((q.answer_kinds and set(q.answer_kinds) <= _CODE) or q.asks_place):
         # "Which function builds the multipart body?", "what calls X?", "where is the cookie
         # signed?": the project's code, its tests only after it (unless the question speaks of tests).
-        order = _last(order, lambda key: is_test_path(path_of_key(key) or ""))
+        order = _last(order, is_test_key)
     if q.asks_type and not q.asks_callable and q.opens_asking:
         # "Which class cleans untrusted HTML?": the classes, then the methods that stand for them,
         # in the places the symbols held (a file or a person keeps its own).

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from graphmem.errors import ConfigError
-from graphmem.model import NodeKind, is_test_path, kind_of, path_of_key
+from graphmem.model import NodeKind, is_test_key, kind_of, path_of_key
 
 LISTS = ("bm25", "vector", "graph")
 KIND_FEATURES = (NodeKind.SYMBOL, NodeKind.FILE, NodeKind.COMMIT, NodeKind.DOCUMENT, NodeKind.ENTITY,
@@ -151,7 +151,7 @@ def matrix(q: QuestionSignals, keys: Sequence[str], cands: Mapping[str, Candidat
         own[i] = (c.kind_match, c.named, c.linked, c.subject,
                   min(c.path_length, 4) / 4.0 if c.path_length is not None else 0.0,
                   bool(c.path_relations & q.relations), c.last_relation in q.main_relations, c.last_directed,
-                  c.bridged, c.shape > 0, c.shape < 0, len(c.ranks), is_test_path(path_of_key(key) or ""))
+                  c.bridged, c.shape > 0, c.shape < 0, len(c.ranks), is_test_key(key))
         column = _KIND_COLUMN.get(kind_of(key))
         if column is not None:
             kinds[i, column] = 1.0
@@ -390,7 +390,7 @@ def outside_scope_last(order: list[str], excluded: set[str], inside: Collection[
 
     def out(key: str) -> bool:
         path = path_of_key(key)
-        if tests and not (path and is_test_path(path)):
+        if tests and not is_test_key(key):
             return True
         if path is None:
             return code and bool(inside)

@@ -7,7 +7,7 @@ import marshal
 import re
 from dataclasses import dataclass, field
 
-from graphmem.model import CLASS_KINDS, Node, NodeKind, is_test_path, path_of_key
+from graphmem.model import CLASS_KINDS, Node, NodeKind, is_test_key
 from graphmem.stores.base import GraphStore
 
 CACHE_FORMAT = 9  # of Catalog.to_bytes: a saved catalog of another format is built again
@@ -100,7 +100,7 @@ class Catalog:
             for r in store.iter_rels():
                 if r.type.value == rel:
                     here, there = (r.src, r.dst) if end == "src" else (r.dst, r.src)
-                    if not tests and any(is_test_path(path_of_key(k) or "") for k in (here, there)):
+                    if not tests and any(is_test_key(k) for k in (here, there)):
                         continue
                     if by_file and here.startswith("sym:"):
                         here = "file:" + here[4:].split("::", 1)[0]

@@ -142,8 +142,11 @@ def link(cat: Catalog, q: Question, config: LinkConfig, *, names: tuple[list[str
                 keys = names.get(gram)
                 if not keys or (size == 1 and gram[0] in STOP) or gram in ignore or i in clitic:
                     continue
-                if size == 1 and gram[0] in _CODE_IN_GENERAL and i not in spelt_as_code:
-                    continue  # "which code signs the cookie": a word for code, not the person whose handle it is
+                if size == 1 and gram[0] in _CODE_IN_GENERAL and i not in spelt_as_code and not (
+                        i > 0 and raw[i][:1].isupper() and _spelt_exactly(keys, raw[i])):
+                    # "which code signs the cookie": a word for code, not the person whose handle it
+                    # is; but "how is a Method compared" names the type ``Method``, capitalised so.
+                    continue
                 if size == 1 and i not in as_code:
                     # A plain English word that happens to name a function names no function
                     # ("a middleware that logs" names the middleware service, not `Middlewares`),
@@ -239,6 +242,11 @@ def link(cat: Catalog, q: Question, config: LinkConfig, *, names: tuple[list[str
             add([key], config.title_weight, LinkReason.TITLE, "")
     _link_kinds(cat, q, add)
     return out
+
+
+def _spelt_exactly(keys: Collection[str], written: str) -> bool:
+    """Whether some code among ``keys`` has ``written`` as its name, in the same case."""
+    return any(k.startswith("sym:") and k.rsplit("::", 1)[-1].rsplit(".", 1)[-1] == written for k in keys)
 
 
 def _same_spelling(keys: set[str], written: str) -> set[str]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from graphmem.model import NodeKind, is_test_path, path_of_key
+from graphmem.model import NodeKind, is_test_key
 from graphmem.retrieval.graph.catalog import Catalog, singular
 from graphmem.retrieval.question import Question
 
@@ -33,7 +33,7 @@ def sort_members(cat: Catalog, q: Question, min_members: int) -> set[str]:
     for word in (noun, *_SAME_SORT.get(noun, ())):
         keys |= cat.sorts.get(word, set())
     if not q.asks_tests:  # a test's own helper types ("CustomMiddleware") answer no question about the code
-        keys = {key for key in keys if not is_test_path(path_of_key(key) or "")}
+        keys = {key for key in keys if not is_test_key(key)}
     return keys if len(keys) >= min_members else set()
 
 
