@@ -425,11 +425,18 @@ def test_a_code_file_is_named_as_a_module_only_when_the_word_is_framed_as_code(t
     prov = Provenance("starlette/middleware/sessions.py", "test")
     sessions = "file:starlette/middleware/sessions.py"
     package = "file:src/_pytest/config/__init__.py"
+    static = "file:starlette/staticfiles.py"
     store.upsert([Node(sessions, "starlette/middleware/sessions.py", prov, {"language": "python"}),
-                  Node(package, "src/_pytest/config/__init__.py", prov, {"language": "python"})], [], [])
+                  Node(package, "src/_pytest/config/__init__.py", prov, {"language": "python"}),
+                  Node(static, "starlette/staticfiles.py", prov, {"language": "python"}),
+                  Node("sym:starlette/staticfiles.py::StaticFiles", "StaticFiles", prov,
+                       {"symbol_kind": "class", "qualname": "StaticFiles"})], [], [])
     cat = Catalog.build(store)
     store.close()
     assert linked(cat, "Which commit last changed the sessions module?") == {sessions}
+    # A class named as the module is spelt: followed by "module", the word names the module.
+    assert linked(cat, "Who maintains the staticfiles module?") == {static}
+    assert linked(cat, "Who maintains StaticFiles?") == {"sym:starlette/staticfiles.py::StaticFiles"}
     assert linked(cat, "Who calls into starlette.middleware.sessions?") == {sessions}
     assert linked(cat, "How do sessions expire?") == set()
     assert linked(cat, "What does the _pytest.config package import?") == {package}
@@ -610,3 +617,24 @@ def test_a_plain_word_naming_a_member_of_a_named_type_links_that_member(tmp_path
     assert set(link(cat, parse_question("Where does a Request read its body?"), LinkConfig(member_word_weight=0))) == {
         keys["Request"]}
     assert set(link(cat, parse_question("Where is the body read?"), LinkConfig())) == set()
+
+
+@pytest.mark.parametrize("text, rels, latest", [
+    ("Who changed HeaderMap::extend most recently?", {"MODIFIED"}, True),  # a name, not "extends"
+    ("Who changed routing.py last?", {"MODIFIED"}, True),  # the adverb after what changed
+    ("Which classes extend Base?", {"INHERITS"}, False),  # the verb itself
+    ("Which commit changed the last element?", {"MODIFIED"}, False),  # "last" of a noun
+])
+def test_a_dotted_name_is_no_verb_and_most_recently_asks_for_the_latest_change(text: str, rels: set[str],
+                                                                                latest: bool) -> None:
+    q = parse_question(text)
+    read = {r.value for r in q.rel_types}
+    assert rels <= read and ("INHERITS" in read) == ("INHERITS" in rels)
+    assert q.latest_change is latest
+
+
+def test_a_dotted_name_keeps_the_direction_of_the_relationship_around_it() -> None:
+    assert parse_question("What imports starlette.datastructures?").directions == parse_question(
+        "What imports datastructures?").directions
+    assert parse_question("What does HeaderMap.extend call?").directions == parse_question(
+        "What does parse call?").directions

@@ -143,6 +143,9 @@ _LATEST = re.compile(r"\b(latest|most recent|newest|last)\s+"
                      r"(incident|outage|commit|change|decision|adr|release|version)s?\b", re.IGNORECASE)
 _LATEST_CHANGE = re.compile(r"\b(last|latest|most recent(ly)?|recently)\s+(changed|modified|touched|edited|"
                             r"updated|worked on|change|edit|commit)", re.IGNORECASE)
+# The same said after what changed, at the end of the question: "who changed X most recently?".
+_CHANGED_LAST = re.compile(r"\b(changed|modified|touched|edited|updated)\b[^?!]{0,80}?\b(most recently|last|lately)"
+                           r"\s*[?.!]*\s*$", re.IGNORECASE)
 # English words for a change, a removal and a creation. Matched as whole words so that a name
 # written in camel case ("CreateArticle", "removeListener") is not read as one.
 _REMOVAL_WORDS = frozenset({"remove", "removed", "removes", "removing", "removal", "delete", "deleted", "deletes",
@@ -204,6 +207,7 @@ _ASKS_CALLABLE = re.compile(r"\b(which|what)\s+(\w+\s+){0,3}(method|methods|func
 # A path written with "::" (Rust's ``HeaderMap::insert``, C++'s and Ruby's too) is read as the dotted
 # qualified name graphmem gives that member.
 _PATH_SEPARATOR = re.compile(r"(?<=[A-Za-z0-9_])::(?=[A-Za-z_#$])")
+_DOTTED_NAME = re.compile(r"[A-Za-z_#$][\w#$]*(?:\.[A-Za-z_#$][\w#$]*)+")
 _ASKER_CALLS = re.compile(r"\b(?:do|does|did|should|must|can|could|would|will|shall)\s+(?:I|we|you)\s+"
                           r"(?:(?:\w+\s+){0,6}?to\s+)?(call|invoke)\b", re.IGNORECASE)
 _IN_FORCE = re.compile(r"\bin (?:force|effect)\b|\bcurrent(?:ly)?\b|\bstill (?:valid|appl(?:y|ies)|holds?|stands?)\b",
@@ -656,6 +660,9 @@ def parse_question(text: str, now: datetime | None = None, *, sessions: bool = F
     q.asks_creation = creation and not q.asks_removal
     history = q.asks_change or q.asks_creation
     rel_text = _ASKER_CALLS.sub(lambda m: m.group(0)[:m.start(1) - m.start()] + " " * len(m.group(1)), read)
+    # A dotted name is code, not a verb: "who changed HeaderMap.extend" asks nothing of inheritance.
+    # It stays one word, which the directions read ("what imports starlette.datastructures").
+    rel_text = _DOTTED_NAME.sub(lambda m: "x" * len(m.group(0)), rel_text)
     main = _main_clause(rel_text)
     main_types: set[RelType] = set()
     # An edit word leads to the commits that made an edit only in a question about history, one
@@ -701,7 +708,7 @@ def parse_question(text: str, now: datetime | None = None, *, sessions: bool = F
             break
     if q.answer_kinds == _WHO and _WHO_BELONGS.search(read):
         q.answer_kinds = (NodeKind.PERSON,)
-    q.latest_change = bool(_LATEST_CHANGE.search(text))
+    q.latest_change = bool(_LATEST_CHANGE.search(text) or _CHANGED_LAST.search(text))
     # Of "which functions use the classes method", the kind word nearest the asking word is asked for.
     asks_type, asks_callable = _ASKS_TYPE.search(text), _ASKS_CALLABLE.search(text)
     q.asks_type = bool(asks_type) and not (asks_callable and asks_callable.end() < asks_type.end())

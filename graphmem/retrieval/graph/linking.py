@@ -142,6 +142,8 @@ def link(cat: Catalog, q: Question, config: LinkConfig, *, names: tuple[list[str
                 keys = names.get(gram)
                 if not keys or (size == 1 and gram[0] in STOP) or gram in ignore or i in clitic:
                     continue
+                if size == 1 and i + 1 < len(words) and words[i + 1] == "module" and raw[i] in cat.modules:
+                    continue  # "the staticfiles module" is the module staticfiles.py, not the class StaticFiles
                 if size == 1 and gram[0] in _CODE_IN_GENERAL and i not in spelt_as_code and not (
                         i > 0 and raw[i][:1].isupper() and _spelt_exactly(keys, raw[i])):
                     # "which code signs the cookie": a word for code, not the person whose handle it
