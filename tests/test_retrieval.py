@@ -278,7 +278,8 @@ def test_question_reading_finds_which_end_of_an_inheritance_is_asked(text: str, 
 
 def test_implementing_behaviour_is_no_inheritance() -> None:
     for text in ("Which function implements retry logic?", "Which transport implements HTTP/2?",
-                 "Where does commons-cli implement setLeftPadding()?", "Where do we implement parseArgs?"):
+                 "Where does commons-cli implement setLeftPadding()?", "Where do we implement parseArgs?",
+                 "Where is the timeout implemented?", "How is retrying implemented?"):
         assert RelType.INHERITS not in parse_question(text, REF).rel_types, text
 
 

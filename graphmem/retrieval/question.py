@@ -71,7 +71,9 @@ _EDITS = (re.compile(r"\b(?:" + "|".join(sorted(_EDIT_WORDS)) + r")\b", re.IGNOR
 # an interface, or the object asked for) is inheriting from it; "which function implements retry
 # logic" describes code.
 _IMPLEMENTS_TYPE = (r"\bimplement(?:s|ed|ing)?\b(?=\s+(?:the\s+)?[`'\"]?(?:(?-i:(?:[A-Za-z_]\w*\.)*[A-Z]\w*[a-z])"
-                    r"(?![\w.]*\()|[\w.]+[`'\"]?\s+interface\b)|\s*[?.!]*\s*$)")
+                    r"(?![\w.]*\()|[\w.]+[`'\"]?\s+interface\b))"
+                    # At the end in its active forms only: "where is the timeout implemented?" asks for code.
+                    r"|\bimplements?\s*[?.!]*\s*$")
 # Each word is matched in its own forms only, not as the start of another word: "fixture" is not
 # "fix", "authorization" not "author", "editable" not "edit", "important" not "import", an
 # "extension point" not "extends", a "broker" not "broke".
