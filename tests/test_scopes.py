@@ -350,3 +350,19 @@ def test_a_question_asking_for_a_document_answers_with_documents(web: Any) -> No
         assert web.query(text, mode="hybrid", k=3).keys[0] == "doc:docs/compression.md", text
     assert [k.value for k in parse_question("Which function parses the document?").answer_kinds] == [
         "symbol", "file"]  # the kind asked for comes first
+
+
+def test_the_types_that_declare_a_base_from_outside_the_project_answer_which_extend_it(
+        tmp_path: Path, embedder: Any) -> None:
+    """``Exception`` is no node of the project: the types whose declarations name it are what
+    "which classes extend Exception?" asks for, though other code speaks of exceptions more."""
+    repo = tmp_path / "repo"
+    (repo / "app").mkdir(parents=True)
+    (repo / "app/errors.py").write_text("class Gone(Exception):\n    pass\n\n\nclass Late(Exception):\n    pass\n")
+    (repo / "app/format.py").write_text(
+        'class ExceptionFormatter:\n    """Formats an exception and the exception chain of an exception."""\n\n'
+        "    def format_exception(self, exception):\n        return str(exception)\n")
+    with Graphmem(Settings(store="embedded", home=tmp_path / "home"), "errs", embedder=embedder, reranker=None) as gm:
+        gm.ingest(repo)
+        keys = gm.query("Which classes extend Exception?", mode="hybrid", k=3).keys
+    assert set(keys[:2]) == {"sym:app/errors.py::Gone", "sym:app/errors.py::Late"}, keys

@@ -314,7 +314,10 @@ class Retriever:
         if built is not None and built.catalog.rel_types is not None:
             # Likewise a relationship it holds none of ("what caused …" over code without incidents,
             # "which code depends on X" where dependencies join services only) leads nowhere.
-            question.keep_relationships(built.catalog.rel_types)
+            # Bases declared outside the project ("class X(Exception)") are inheritance the catalog
+            # knows without an edge.
+            inherits = {RelType.INHERITS.value} if built.catalog.implementers else set()
+            question.keep_relationships(built.catalog.rel_types | inherits)
         if wanted:
             # The kinds asked for by filter are the answer's: the walk ranks them (it keeps entities,
             # say, only when they are asked for) instead of losing them to the filter afterwards.

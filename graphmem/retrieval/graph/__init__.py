@@ -26,7 +26,7 @@ from graphmem.retrieval.graph.catalog import Catalog, node_date, singular, words
 from graphmem.retrieval.graph.layer import EntityLayer, rank_passages
 from graphmem.retrieval.graph.linking import Link, LinkReason, link, reference_date
 from graphmem.retrieval.graph.result import GraphHit, GraphResult
-from graphmem.retrieval.graph.sorts import sort_members
+from graphmem.retrieval.graph.sorts import implementers_of_outside_bases, sort_members
 from graphmem.retrieval.graph.walk import edge_weights, walk
 from graphmem.retrieval.question import Question
 from graphmem.retrieval.files import write_bytes_atomic
@@ -354,6 +354,12 @@ class GraphRetriever:
         for rank, key in enumerate(lexical_seeds):
             if key in cat.nodes and key not in seeds:
                 seeds[key] = lexical_weight / (rank + 1)
+        # "Which classes extend Exception?": a base outside the project has no node to walk from;
+        # the types that declare it are the answers, and are of the sort asked for.
+        if implementers := implementers_of_outside_bases(cat, q):
+            for key in implementers:
+                seeds[key] = max(seeds.get(key, 0.0), cfg.described_seed_weight / len(implementers))
+            sort = sort | implementers
         result = GraphResult([], seeds, dict(linked), anchored=anchored, named=bool(linked),
                              outside=excluded_packages(q, linked),
                              inside=scope_paths(q.inside, cat) if q.inside else set(), sort=sort,

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from graphmem.model import CLASS_KINDS, Node, NodeKind, is_test_key
 from graphmem.stores.base import GraphStore
 
-CACHE_FORMAT = 9  # of Catalog.to_bytes: a saved catalog of another format is built again
+CACHE_FORMAT = 10  # of Catalog.to_bytes: a saved catalog of another format is built again
 FUZZY_KINDS = frozenset({NodeKind.SERVICE, NodeKind.TEAM, NodeKind.PERSON, NodeKind.ENTITY})
 # Entity types that say nothing about what an entity is (open extraction, capitalised spans).
 GENERIC_ENTITY_TYPES = frozenset({"concept", "entity", "other", "unknown", "misc", "thing"})
@@ -77,6 +77,10 @@ class Catalog:
     # ``GZipMiddleware`` and ``CORSMiddleware``, "error" for ``ParseError``): the sort of thing a
     # project's naming makes each (see ``graphmem.retrieval.graph.sorts``).
     sorts: dict[str, set[str]] = field(default_factory=dict)
+    # The types that name each base in their declaration (``Exception`` of "class X(Exception)", a
+    # trait a Rust type implements): the way to "which classes extend Exception?" when the base is
+    # not the project's own code.
+    implementers: dict[str, set[str]] = field(default_factory=dict)
     # Types by their name's words run together, in lower case ("corsmiddleware", "httpendpoint"): a
     # question may write a type's name as words ("the CORS middleware", "the HTTP endpoint").
     types_by_words: dict[str, set[str]] = field(default_factory=dict)
@@ -160,6 +164,9 @@ class Catalog:
             if kind in (NodeKind.DECISION, NodeKind.INCIDENT) and node.name:
                 cat.titles.append((node.key, {singular(w) for w in words_of(node.name)} - STOP))
         cat.sorts = type_sorts(types)
+        for key, _, bases in types:
+            for base in bases:
+                cat.implementers.setdefault(base, set()).add(key)
         for key, name, _ in types:
             if len(_CAMEL_WORDS.findall(name)) >= 2:
                 cat.types_by_words.setdefault(name.replace("_", "").lower(), set()).add(key)
@@ -181,7 +188,7 @@ class Catalog:
             "rel_types": self.rel_types, "lifetimes": self.lifetimes, "commits_at": self.commits_at,
             "closed_by_name": self.closed_by_name, "modules": self.modules, "closed_modules": self.closed_modules,
             "short_members": self.short_members, "sorts": self.sorts, "changelogs": self.changelogs,
-            "types_by_words": self.types_by_words,
+            "types_by_words": self.types_by_words, "implementers": self.implementers,
         })
 
     @classmethod
@@ -269,7 +276,7 @@ _SAVED_AS_IS: dict[str, type | tuple[type, ...]] = {
     "by_name": dict, "incidents_by_number": dict, "root_commits": set, "merge_commits": set, "titles": list,
     "fuzzy_names": list, "rel_types": (frozenset, type(None)), "lifetimes": dict, "commits_at": dict,
     "closed_by_name": dict, "modules": dict, "closed_modules": dict, "short_members": dict, "sorts": dict,
-    "changelogs": set, "types_by_words": dict,
+    "changelogs": set, "types_by_words": dict, "implementers": dict,
 }
 
 

@@ -11,15 +11,17 @@ class, else the one such type in its file: ``send_with_compression`` in ``gzip.p
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection
 
-from graphmem.model import NodeKind, is_test_key
+from graphmem.model import NodeKind, RelType, is_test_key
 from graphmem.retrieval.graph.catalog import Catalog, singular
 from graphmem.retrieval.question import Question
 
 # Python names its exception types "...Error", Java "...Exception": either word asks for both.
 _SAME_SORT = {"exception": ("error",), "error": ("exception",)}
 _CODE_KINDS = frozenset({NodeKind.SYMBOL, NodeKind.FILE})
+_NAME = re.compile(r"\b[A-Z][A-Za-z0-9_]*")  # a type's name as a question writes it
 
 
 def sort_members(cat: Catalog, q: Question, min_members: int) -> set[str]:
@@ -35,6 +37,22 @@ def sort_members(cat: Catalog, q: Question, min_members: int) -> set[str]:
     if not q.asks_tests:  # a test's own helper types ("CustomMiddleware") answer no question about the code
         keys = {key for key in keys if not is_test_key(key)}
     return keys if len(keys) >= min_members else set()
+
+
+def implementers_of_outside_bases(cat: Catalog, q: Question) -> set[str]:
+    """"Which classes extend Exception?", "which types implement FromStr?": the project's types
+    whose declarations name a base, written in the question as it is spelt, that the project does
+    not define itself (its own bases are reached through their INHERITS edges). Test code's types
+    count only when the question asks for tests."""
+    if q.directions.get(RelType.INHERITS) != "src" or not set(q.answer_kinds) <= _CODE_KINDS:
+        return set()
+    keys: set[str] = set()
+    for name in _NAME.findall(q.text):
+        if name in cat.implementers and not any(
+                key.startswith("sym:") and key.rsplit("::", 1)[-1].rsplit(".", 1)[-1] == name
+                for key in cat.by_name.get((singular(name.lower()),), ())):
+            keys |= cat.implementers[name]
+    return keys if q.asks_tests else {key for key in keys if not is_test_key(key)}
 
 
 def holder_of(key: str, members: Collection[str], by_path: dict[str, list[str]]) -> str | None:
