@@ -638,3 +638,12 @@ def test_a_dotted_name_keeps_the_direction_of_the_relationship_around_it() -> No
         "What imports datastructures?").directions
     assert parse_question("What does HeaderMap.extend call?").directions == parse_question(
         "What does parse call?").directions
+
+
+@pytest.mark.parametrize("text, kind", [
+    ("What does Version::parse call?", "symbol"),  # a type named Version asks for no release
+    ("What does Service.run call?", "symbol"),
+    ("Which release removed Version.parse?", "release"),
+])
+def test_a_dotted_name_is_no_word_for_the_kind_asked_for(text: str, kind: str) -> None:
+    assert parse_question(text).answer_kinds[0].value == kind

@@ -648,8 +648,10 @@ def parse_question(text: str, now: datetime | None = None, *, sessions: bool = F
     impact = _impact_condition(text)
     read = text if impact is None else text[:impact.start()] + " " * (impact.end() - impact.start()) + text[impact.end():]
     found: list[tuple[int, tuple[NodeKind, ...]]] = []
+    # A dotted name is code, not a word for a kind: "what does Version.parse call" asks for no release.
+    kind_text = _DOTTED_NAME.sub(lambda m: "x" * len(m.group(0)), read)
     for pattern, kinds in _ANSWER_PATTERNS + ([_SESSION_ANSWER] if sessions else []):
-        if m := pattern.search(read):
+        if m := pattern.search(kind_text):
             found.append((m.start(2) if (m.lastindex or 0) >= 2 else m.start(), kinds))
     # The kind word named first is the answer: "which team owns the service ..." asks for a team.
     q.answer_kinds = min(found, key=lambda item: item[0])[1] if found else ()
