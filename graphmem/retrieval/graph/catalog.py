@@ -148,8 +148,8 @@ class Catalog:
             elif kind is NodeKind.SYMBOL:
                 if short := cat._short_member_name(node):
                     cat.short_members.setdefault(short, set()).add(node.key)
-                declared = node.props.get("bases")  # traits a Rust type implements
                 if node.props.get("symbol_kind") in CLASS_KINDS:
+                    declared = node.props.get("bases")  # the traits a Rust type implements
                     types.append((node.key, _type_name(node), base_names(str(node.props.get("signature") or ""))
                                   + (list(declared) if isinstance(declared, list) else [])))
             if kind is NodeKind.COMMIT and node.props.get("parents") == []:
