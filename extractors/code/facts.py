@@ -12,7 +12,7 @@ from typing import Any
 # Bumped whenever parsing changes what it records, so cached facts are not reused across versions,
 # and whenever resolution links them otherwise: a new version has every project's code extracted
 # and resolved again on its next ingest, even where no file changed.
-FACTS_VERSION = 14
+FACTS_VERSION = 15
 
 
 @dataclass(slots=True)
@@ -47,6 +47,9 @@ class SymbolFact:
     # redefinitions): ``[start_line, end_line, doc_start_line]`` each, ``doc_start_line`` 0 when
     # no comment above documents it.
     extra_ranges: list[list[int]] = field(default_factory=list)
+    # Other names the module binds to this definition (``export const persist = persistImpl as
+    # unknown as Persist``): names a question may use for it.
+    aliases: list[str] = field(default_factory=list)
 
     def ranges(self) -> list[tuple[int, int]]:
         """Every line range of the definitions under this key, the first one first."""

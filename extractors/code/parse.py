@@ -110,6 +110,10 @@ def parse_file(path: str, data: bytes) -> FileFacts:
 
 # --- per-file parsing ---------------------------------------------------------------------------
 
+# Expressions that only wrap another for the type checker or for precedence.
+_VALUE_WRAPPERS = frozenset({"as_expression", "satisfies_expression", "parenthesized_expression", "non_null_expression",
+                             "type_assertion"})
+
 
 @dataclass(slots=True)
 class _Def:
@@ -138,6 +142,8 @@ class _FileParser:
     impls: dict[int, _Scope] = field(default_factory=dict)
     # Per captured node id, from one top-down walk (see `_place_nodes`).
     owners: dict[int, _Def | None] = field(default_factory=dict)
+    # Module-level names bound to another name: (name, the name it is bound to).
+    aliases: list[tuple[str, str]] = field(default_factory=list)
     scopes: dict[int, _Def | _Scope | None] = field(default_factory=dict)
     closures: dict[int, Any] = field(default_factory=dict)
     # Parent and previous named sibling of captured nodes, wrappers and comments (`_anchor`,
@@ -172,9 +178,25 @@ class _FileParser:
                 self.facts.package = _WHITESPACE.sub("", self.text(match["package"][0]))
             elif "export.default" in match:
                 self.facts.default_export = self.text(match["export.default"][0])
+            elif "alias.name" in match:
+                self._alias(match)
         if self.language == "python":
             self.facts.docstring = _python_docstring(self, root)
         self._finish_symbols()
+        if self.aliases:
+            top = {s.qualname: s for s in self.facts.symbols if not s.parent}
+            for name, target in self.aliases:
+                if target in top and name != target and name not in top and name not in top[target].aliases:
+                    top[target].aliases.append(name)
+
+    def _alias(self, match: dict[str, list[Any]]) -> None:
+        """``const persist = persistImpl as unknown as Persist``: ``persist`` names ``persistImpl``
+        (through type assertions, parentheses and non-null marks)."""
+        value = match["alias.value"][0]
+        while value.type in _VALUE_WRAPPERS and value.named_children:
+            value = value.named_children[0]
+        if value.type == "identifier":
+            self.aliases.append((self.text(match["alias.name"][0]), self.text(value)))
 
     # definitions
 

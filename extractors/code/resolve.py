@@ -1036,6 +1036,8 @@ def build_graph(
             }
             if key in unresolved:
                 props["unresolved_calls"] = sorted(unresolved[key])[:MAX_UNRESOLVED_CALLS]
+            if symbol.aliases:
+                props["aliases"] = list(symbol.aliases)  # other names the module gives it
             if traits := _trait_names(index.extra_bases.get((index.family[path], symbol.qualname), [])):
                 # Rust: the traits a type implements anywhere in its crate, the standard library's
                 # too (``impl Error for InvalidUri``): what sort of thing it is ("which errors ...").

@@ -15,3 +15,8 @@
       right: (assignment_expression
         left: (member_expression object: (_) @owner property: (property_identifier) @name)
         right: [(function_expression) (arrow_function) (generator_function)]) @def.method)))
+
+; A module-level name bound to another one (`export const persist = persistImpl as unknown as Persist`,
+; `const run = main`): another name for that definition, when it is one.
+(program (lexical_declaration (variable_declarator name: (identifier) @alias.name value: (_) @alias.value)))
+(program (export_statement (lexical_declaration (variable_declarator name: (identifier) @alias.name value: (_) @alias.value))))
