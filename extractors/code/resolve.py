@@ -219,10 +219,15 @@ class ProjectIndex:
         self.callables_by_name: dict[tuple[str, str], list[Target]] = defaultdict(list)
         # Rust: `impl Trait for Type` recorded in any file of the crate.
         self.extra_bases: dict[tuple[str, str], list[tuple[str, str]]] = defaultdict(list)
+        # Other names a module binds to its definitions (`export const persist = persistImpl`):
+        # path -> alias -> the definition's qualname.
+        self.aliases: dict[str, dict[str, str]] = defaultdict(dict)
         for path, facts in self.files.items():
             family = self.family[path]
             for symbol in facts.symbols:
                 self.by_qualname[(family, symbol.qualname)].append(path)
+                for alias in symbol.aliases:
+                    self.aliases[path].setdefault(alias, symbol.qualname)
                 if symbol.kind in ("function", "method"):
                     self.callables_by_name[(family, symbol.name)].append(Target(path, symbol.qualname))
             for type_name, base in facts.extra_bases:
@@ -351,6 +356,8 @@ class ProjectIndex:
         found = self.member(module, name)
         if found is not None:
             return _Found(found[0], "import", 1.0)
+        if not module.qualname and name in self.aliases.get(module.path, {}):
+            return _Found(Target(module.path, self.aliases[module.path][name]), "import", 1.0)
         if depth < 3 and not module.qualname and module.package_dir is None:
             inner = self.bindings(module.path)
             again = inner.names.get(name)
@@ -592,6 +599,8 @@ class ProjectIndex:
             prefix = prefix.rpartition(".")[0]
         if name in symbols:
             return _Found(Target(path, name), "same_module", CONFIDENCE["same_module"])
+        if name in self.aliases.get(path, {}):
+            return _Found(Target(path, self.aliases[path][name]), "same_module", CONFIDENCE["same_module"])
         bindings = self.bindings(path)
         bound = bindings.names.get(name)
         if bound is not None:

@@ -184,8 +184,9 @@ const createImpl = (createState: S) => {
 
 def test_a_name_bound_to_a_definition_at_module_level_is_another_name_for_it():
     """`export const persist = persistImpl as unknown as Persist` (zustand's middlewares) and
-    `const run = main` give the definition another name, which its node carries; a constant bound
-    to a value, or to a name the module does not define, gives none."""
+    `const run = main` give the definition another name, which its node carries and through which
+    it is imported and called; a constant bound to a value, or to a name the module does not
+    define, gives none."""
     from extractors.code import build_graph, parse_file
 
     files = {"src/persist.ts": parse_file("src/persist.ts", b"""const persistImpl = (config: C) => (set, get, api) => config(set, get, api)
@@ -193,12 +194,20 @@ export const persist = persistImpl as unknown as Persist
 const again = (persistImpl)
 const limit = 3
 export const fetchIt = fetch as typeof fetch
+export function wrap(config: C) { return again(config) }
+"""), "src/index.ts": parse_file("src/index.ts", b"""import { persist } from './persist.ts'
+export function useIt(config: C) { return persist(config) }
 """)}
     symbols = {s.qualname: s for s in files["src/persist.ts"].symbols}
     assert symbols["persistImpl"].aliases == ["persist", "again"]
     assert all(not s.aliases for name, s in symbols.items() if name != "persistImpl")
-    nodes = {n.key: n.props for n in build_graph(files, extractor_version="test", commit="a" * 40).nodes}
+    graph = build_graph(files, extractor_version="test", commit="a" * 40)
+    nodes = {n.key: n.props for n in graph.nodes}
     assert nodes["sym:src/persist.ts::persistImpl"]["aliases"] == ["persist", "again"]
+    impl = "sym:src/persist.ts::persistImpl"
+    assert ("file:src/index.ts", impl) in rels(graph, RelType.IMPORTS)
+    calls = rels(graph, RelType.CALLS)
+    assert ("sym:src/index.ts::useIt", impl) in calls and ("sym:src/persist.ts::wrap", impl) in calls
 
 
 def test_a_go_package_is_imported_by_its_own_name_not_its_external_tests():
