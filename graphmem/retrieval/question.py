@@ -648,10 +648,12 @@ def parse_question(text: str, now: datetime | None = None, *, sessions: bool = F
     impact = _impact_condition(text)
     read = text if impact is None else text[:impact.start()] + " " * (impact.end() - impact.start()) + text[impact.end():]
     found: list[tuple[int, tuple[NodeKind, ...]]] = []
-    # A dotted name is code, not a word for a kind: "what does Version.parse call" asks for no release.
-    kind_text = _DOTTED_NAME.sub(lambda m: "x" * len(m.group(0)), read)
+    # A dotted name is code, not a word for a kind or a relation ("what does Version.parse call"
+    # asks for no release, "who changed HeaderMap.extend" nothing of inheritance). It stays one
+    # word, which the directions read ("what imports starlette.datastructures").
+    code_masked = _DOTTED_NAME.sub(lambda m: "x" * len(m.group(0)), read)
     for pattern, kinds in _ANSWER_PATTERNS + ([_SESSION_ANSWER] if sessions else []):
-        if m := pattern.search(kind_text):
+        if m := pattern.search(code_masked):
             found.append((m.start(2) if (m.lastindex or 0) >= 2 else m.start(), kinds))
     # The kind word named first is the answer: "which team owns the service ..." asks for a team.
     q.answer_kinds = min(found, key=lambda item: item[0])[1] if found else ()
@@ -663,10 +665,7 @@ def parse_question(text: str, now: datetime | None = None, *, sessions: bool = F
     q.asks_change = (_history_words(words, _CHANGE_WORDS, asks_commit) or q.asks_removal) and not creation
     q.asks_creation = creation and not q.asks_removal
     history = q.asks_change or q.asks_creation
-    rel_text = _ASKER_CALLS.sub(lambda m: m.group(0)[:m.start(1) - m.start()] + " " * len(m.group(1)), read)
-    # A dotted name is code, not a verb: "who changed HeaderMap.extend" asks nothing of inheritance.
-    # It stays one word, which the directions read ("what imports starlette.datastructures").
-    rel_text = _DOTTED_NAME.sub(lambda m: "x" * len(m.group(0)), rel_text)
+    rel_text = _ASKER_CALLS.sub(lambda m: m.group(0)[:m.start(1) - m.start()] + " " * len(m.group(1)), code_masked)
     main = _main_clause(rel_text)
     main_types: set[RelType] = set()
     # An edit word leads to the commits that made an edit only in a question about history, one

@@ -22,7 +22,7 @@ import numpy as np
 
 from graphmem.model import NodeKind, is_test_path, kind_of, path_of_key
 from graphmem.retrieval.config import LayerConfig, LinkConfig, WalkConfig
-from graphmem.retrieval.graph.catalog import Catalog, node_date, singular, words_of
+from graphmem.retrieval.graph.catalog import Catalog, node_date, singular, spelt_as, words_of
 from graphmem.retrieval.graph.layer import EntityLayer, rank_passages
 from graphmem.retrieval.graph.linking import Link, LinkReason, link, reference_date
 from graphmem.retrieval.graph.result import GraphHit, GraphResult
@@ -111,7 +111,7 @@ def owners_named(name: str, cat: Catalog) -> set[str]:
     keys = {key for key in cat.by_name.get(tuple(singular(w) for w in words_of(name)), set())
             if cat.nodes[key][0] is NodeKind.SYMBOL}
     # "Elements" is the type ``Elements`` where there is one, not ``Element`` as well.
-    keys = {key for key in keys if key.rsplit("::", 1)[-1].rsplit(".", 1)[-1] == name} or keys
+    keys = spelt_as(keys, name) or keys
     return {key for key in keys if any(other.startswith(key + ".") for other in cat.by_kind.get(NodeKind.SYMBOL, ()))}
 
 

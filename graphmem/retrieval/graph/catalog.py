@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import marshal
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from graphmem.model import CLASS_KINDS, Node, NodeKind, is_test_key
@@ -291,6 +292,12 @@ _BRACKETED = re.compile(r"<[^<>]*>|\[[^\[\]]*\]")
 
 def _type_name(node: Node) -> str:
     return str(node.props.get("qualname") or node.name or "").rsplit(".", 1)[-1]
+
+
+def spelt_as(keys: Iterable[str], name: str) -> set[str]:
+    """The code among ``keys`` whose own name (the last part of its qualified name) is ``name``,
+    in the same case: ``sym:a.py::Elements`` for "Elements", not ``sym:a.py::Element``."""
+    return {k for k in keys if k.startswith("sym:") and k.rsplit("::", 1)[-1].rsplit(".", 1)[-1] == name}
 
 
 def sort_word(name: str) -> str | None:

@@ -15,7 +15,7 @@ import numpy as np
 
 from graphmem.model import NodeKind
 from graphmem.retrieval.config import LinkConfig
-from graphmem.retrieval.graph.catalog import IDENT_LIKE, STOP, WORD, Catalog, common_noun, singular, words_of
+from graphmem.retrieval.graph.catalog import IDENT_LIKE, STOP, WORD, Catalog, common_noun, singular, spelt_as, words_of
 from graphmem.retrieval.question import Question
 
 
@@ -145,7 +145,7 @@ def link(cat: Catalog, q: Question, config: LinkConfig, *, names: tuple[list[str
                 if size == 1 and i + 1 < len(words) and words[i + 1] == "module" and raw[i] in cat.modules:
                     continue  # "the staticfiles module" is the module staticfiles.py, not the class StaticFiles
                 if size == 1 and gram[0] in _CODE_IN_GENERAL and i not in spelt_as_code and not (
-                        i > 0 and raw[i][:1].isupper() and _spelt_exactly(keys, raw[i])):
+                        i > 0 and raw[i][:1].isupper() and spelt_as(keys, raw[i])):
                     # "which code signs the cookie": a word for code, not the person whose handle it
                     # is; but "how is a Method compared" names the type ``Method``, capitalised so.
                     continue
@@ -244,11 +244,6 @@ def link(cat: Catalog, q: Question, config: LinkConfig, *, names: tuple[list[str
             add([key], config.title_weight, LinkReason.TITLE, "")
     _link_kinds(cat, q, add)
     return out
-
-
-def _spelt_exactly(keys: Collection[str], written: str) -> bool:
-    """Whether some code among ``keys`` has ``written`` as its name, in the same case."""
-    return any(k.startswith("sym:") and k.rsplit("::", 1)[-1].rsplit(".", 1)[-1] == written for k in keys)
 
 
 def _same_spelling(keys: set[str], written: str) -> set[str]:

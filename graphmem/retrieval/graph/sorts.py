@@ -15,7 +15,7 @@ import re
 from collections.abc import Collection
 
 from graphmem.model import NodeKind, RelType, is_test_key
-from graphmem.retrieval.graph.catalog import Catalog, singular
+from graphmem.retrieval.graph.catalog import Catalog, singular, spelt_as
 from graphmem.retrieval.question import Question
 
 # Python names its exception types "...Error", Java "...Exception": either word asks for both.
@@ -48,9 +48,7 @@ def implementers_of_outside_bases(cat: Catalog, q: Question) -> set[str]:
         return set()
     keys: set[str] = set()
     for name in _NAME.findall(q.text):
-        if name in cat.implementers and not any(
-                key.startswith("sym:") and key.rsplit("::", 1)[-1].rsplit(".", 1)[-1] == name
-                for key in cat.by_name.get((singular(name.lower()),), ())):
+        if name in cat.implementers and not spelt_as(cat.by_name.get((singular(name.lower()),), ()), name):
             keys |= cat.implementers[name]
     return keys if q.asks_tests else {key for key in keys if not is_test_key(key)}
 
