@@ -624,6 +624,8 @@ def test_a_plain_word_naming_a_member_of_a_named_type_links_that_member(tmp_path
     ("Who changed routing.py last?", {"MODIFIED"}, True),  # the adverb after what changed
     ("Which classes extend Base?", {"INHERITS"}, False),  # the verb itself
     ("Which commit changed the last element?", {"MODIFIED"}, False),  # "last" of a noun
+    ("What changed most recently in route.go?", {"MODIFIED"}, True),  # the adverb right after the verb
+    ("Which files changed last week?", {"MODIFIED"}, False),  # a time window, not an order
 ])
 def test_a_dotted_name_is_no_verb_and_most_recently_asks_for_the_latest_change(text: str, rels: set[str],
                                                                                 latest: bool) -> None:

@@ -268,6 +268,8 @@ def test_question_reading_finds_which_end_of_an_import_is_asked(text: str, end: 
     ("Which types implement the `io.Reader` interface?", "src"),
     ("Which types implement the matcher interface?", "src"),
     ("Which interfaces does Element implement?", "dst"),
+    ("Which types implement http.Handler?", "src"),  # a dotted name is a type's name
+    ("Which types in mux satisfy the http.Handler interface?", "src"),  # Go's word for it
 ])
 def test_question_reading_finds_which_end_of_an_inheritance_is_asked(text: str, end: str | None) -> None:
     q = parse_question(text, REF)
@@ -279,7 +281,8 @@ def test_question_reading_finds_which_end_of_an_inheritance_is_asked(text: str, 
 def test_implementing_behaviour_is_no_inheritance() -> None:
     for text in ("Which function implements retry logic?", "Which transport implements HTTP/2?",
                  "Where does commons-cli implement setLeftPadding()?", "Where do we implement parseArgs?",
-                 "Where is the timeout implemented?", "How is retrying implemented?"):
+                 "Where is the timeout implemented?", "How is retrying implemented?",
+                 "Does the parser satisfy the grammar's requirements?"):
         assert RelType.INHERITS not in parse_question(text, REF).rel_types, text
 
 

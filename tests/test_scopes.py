@@ -13,6 +13,7 @@ from graphmem.api import Graphmem
 from graphmem.config import Settings
 from graphmem.model import Node, Provenance, RelType
 from graphmem.retrieval.graph.catalog import Catalog, base_names, type_sorts
+from graphmem.retrieval.graph.sorts import implementers_of_outside_bases
 from graphmem.retrieval.question import parse_question
 from graphmem.stores.embedded import EmbeddedStore
 
@@ -68,6 +69,21 @@ def test_a_rust_type_is_of_the_sort_of_the_traits_it_implements(tmp_path: Path) 
     store.close()
     assert cat.sorts["error"] == {"sym:src/uri.rs::InvalidUri"}
     assert cat.sorts["display"] == {"sym:src/uri.rs::InvalidUri", "sym:src/uri.rs::Uri"}
+
+
+def test_a_method_named_as_an_outside_base_does_not_make_it_the_projects_own(tmp_path: Path) -> None:
+    """``Route.Handler`` is a method: "which types implement http.Handler?" still asks for the
+    types that satisfy the standard library's ``Handler``, as a Go ``Router`` with ``ServeHTTP`` does."""
+    store = EmbeddedStore(tmp_path / "home", "handlers")
+    prov = Provenance("mux.go", "test")
+    store.upsert([Node("sym:mux.go::Router", "Router", prov, {"symbol_kind": "struct", "qualname": "Router",
+                                                             "bases": ["Handler"]}),
+                  Node("sym:route.go::Route.Handler", "Route.Handler", prov,
+                       {"symbol_kind": "method", "qualname": "Route.Handler"})], [], [])
+    cat = Catalog.build(store)
+    store.close()
+    for text in ("Which types implement http.Handler?", "Which types satisfy the Handler interface?"):
+        assert implementers_of_outside_bases(cat, parse_question(text)) == {"sym:mux.go::Router"}, text
 
 
 _FILES = {

@@ -978,6 +978,7 @@ def build_graph(
             confidence=round(float(confidence), 3),
         )
 
+    go_std = go_std_interfaces(index)
     for path in sorted(files):
         facts = files[path]
         family = index.family[path]
@@ -1051,6 +1052,8 @@ def build_graph(
                 # Rust: the traits a type implements anywhere in its crate, the standard library's
                 # too (``impl Error for InvalidUri``): what sort of thing it is ("which errors ...").
                 props["bases"] = traits
+            elif satisfied := go_std.get(Target(path, symbol.qualname)):
+                props["bases"] = satisfied  # Go: ``error`` for a type with ``Error() string``
             out.nodes.append(Node(key=key, name=symbol.qualname, provenance=provenance(path), props=props))
             parent = symbol_key(path, symbol.parent) if symbol.parent else fkey
             out.rels.append(Relationship(src=parent, type=RelType.CONTAINS, dst=key, provenance=provenance(path)))
@@ -1100,6 +1103,50 @@ def build_graph(
         rel.props["resolution"] = "method_set"
         out.rels.append(rel)
     return out
+
+
+# Interfaces of Go's standard library that a type satisfies by one method of a fixed shape: the
+# method's name, its parameters and results (spaces removed, parameter names dropped) and the
+# interface. They say what sort of thing a type is: a type with ``Error() string`` is an error.
+_GO_STD_INTERFACES: tuple[tuple[str, str, str], ...] = (
+    ("Error", "()string", "error"),
+    ("String", "()string", "Stringer"),
+    ("ServeHTTP", "(http.ResponseWriter,*http.Request)", "Handler"),
+    ("Read", "([]byte)(int,error)", "Reader"),
+    ("Write", "([]byte)(int,error)", "Writer"),
+    ("Close", "()error", "Closer"),
+)
+_GO_METHOD = re.compile(r"func\s*\([^)]*\)\s*(\w+)\s*(.*)$", re.S)
+_GO_PARAM_NAME = re.compile(r"(?<=[(,])\s*\w+\s+(?=[\w*\[.])")
+
+
+def _go_shape(signature: str) -> tuple[str, str] | None:
+    """A Go method's name and its shape: parameter and result types without names or spaces
+    (``("Read", "([]byte)(int,error)")`` of ``func (r *R) Read(p []byte) (n int, err error)``)."""
+    m = _GO_METHOD.match(signature.strip())
+    if m is None:
+        return None
+    return m.group(1), re.sub(r"\s+", "", _GO_PARAM_NAME.sub("", m.group(2)))
+
+
+def go_std_interfaces(index: ProjectIndex) -> dict[Target, list[str]]:
+    """The standard interfaces (``_GO_STD_INTERFACES``) each Go type of the project satisfies,
+    through its methods in any file of its package."""
+    wanted = {(name, shape): iface for name, shape, iface in _GO_STD_INTERFACES}
+    found: dict[tuple[str, str, str], set[str]] = defaultdict(set)  # (dir, package, type) -> interfaces
+    types: dict[tuple[str, str, str], list[Target]] = defaultdict(list)
+    for directory, paths in index.go_dirs.items():
+        for path in paths:
+            package = index.files[path].package
+            for qual, symbol in index.symbols.get(path, {}).items():
+                owner, dot, name = qual.partition(".")
+                if dot and "." not in name and symbol.kind == "method":
+                    shape = _go_shape(symbol.signature or "")
+                    if shape is not None and (iface := wanted.get(shape)):
+                        found[(directory, package, owner)].add(iface)
+                elif not dot and symbol.kind in ("struct", "type"):
+                    types[(directory, package, qual)].append(Target(path, qual))
+    return {target: sorted(ifaces) for place, ifaces in found.items() for target in types.get(place, ())}
 
 
 def go_implementations(index: ProjectIndex) -> list[tuple[Target, Target]]:

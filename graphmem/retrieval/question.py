@@ -67,10 +67,10 @@ _EDIT_WORDS = frozenset({"change", "changed", "changes", "changing", "modify", "
 _EDITS = (re.compile(r"\b(?:" + "|".join(sorted(_EDIT_WORDS)) + r")\b", re.IGNORECASE),
           (RelType.MODIFIED, RelType.CHANGED, RelType.IMPLEMENTS, RelType.REFERENCES, RelType.RELEASED_IN))
 # "Which classes implement NodeVisitor?", "which types implement the matcher interface?", "which
-# interfaces does Element implement?": implementing a type (a name spelt with capitals, or called
-# an interface, or the object asked for) is inheriting from it; "which function implements retry
-# logic" describes code.
-_IMPLEMENTS_TYPE = (r"\bimplement(?:s|ed|ing)?\b(?=\s+(?:the\s+)?[`'\"]?(?:(?-i:(?:[A-Za-z_]\w*\.)*[A-Z]\w*[a-z])"
+# interfaces does Element implement?": implementing a type, or satisfying it in Go's word (a name
+# spelt with capitals, or called an interface, or the object asked for) is inheriting from it;
+# "which function implements retry logic" describes code.
+_IMPLEMENTS_TYPE = (r"\b(?:implement(?:s|ed|ing)?|satisf(?:y|ies|ied|ying))\b(?=\s+(?:the\s+)?[`'\"]?(?:(?-i:(?:[A-Za-z_]\w*\.)*[A-Z]\w*[a-z])"
                     r"(?![\w.]*\()|[\w.]+[`'\"]?\s+interface\b))"
                     # At the end in its active forms only: "where is the timeout implemented?" asks for code.
                     r"|\bimplements?\s*[?.!]*\s*$")
@@ -145,9 +145,10 @@ _LATEST = re.compile(r"\b(latest|most recent|newest|last)\s+"
                      r"(incident|outage|commit|change|decision|adr|release|version)s?\b", re.IGNORECASE)
 _LATEST_CHANGE = re.compile(r"\b(last|latest|most recent(ly)?|recently)\s+(changed|modified|touched|edited|"
                             r"updated|worked on|change|edit|commit)", re.IGNORECASE)
-# The same said after what changed, at the end of the question: "who changed X most recently?".
-_CHANGED_LAST = re.compile(r"\b(changed|modified|touched|edited|updated)\b[^?!]{0,80}?\b(most recently|last|lately)"
-                           r"\s*[?.!]*\s*$", re.IGNORECASE)
+# The same said after what changed: at the end of the question ("who changed X most recently?"), or
+# right after the verb ("what changed most recently in X?"; not "changed last week").
+_CHANGED_LAST = re.compile(r"\b(changed|modified|touched|edited|updated)\b(\s+(most recently|recently|lately)\b|"
+                           r"[^?!]{0,80}?\b(most recently|last|lately)\s*[?.!]*\s*$)", re.IGNORECASE)
 # English words for a change, a removal and a creation. Matched as whole words so that a name
 # written in camel case ("CreateArticle", "removeListener") is not read as one.
 _REMOVAL_WORDS = frozenset({"remove", "removed", "removes", "removing", "removal", "delete", "deleted", "deletes",
@@ -650,8 +651,9 @@ def parse_question(text: str, now: datetime | None = None, *, sessions: bool = F
     found: list[tuple[int, tuple[NodeKind, ...]]] = []
     # A dotted name is code, not a word for a kind or a relation ("what does Version.parse call"
     # asks for no release, "who changed HeaderMap.extend" nothing of inheritance). It stays one
-    # word, which the directions read ("what imports starlette.datastructures").
-    code_masked = _DOTTED_NAME.sub(lambda m: "x" * len(m.group(0)), read)
+    # word, which the directions read ("what imports starlette.datastructures"), and a name, which
+    # "implement" before it reads as a type's ("which types implement http.Handler").
+    code_masked = _DOTTED_NAME.sub(lambda m: "X" + "x" * (len(m.group(0)) - 1), read)
     for pattern, kinds in _ANSWER_PATTERNS + ([_SESSION_ANSWER] if sessions else []):
         if m := pattern.search(code_masked):
             found.append((m.start(2) if (m.lastindex or 0) >= 2 else m.start(), kinds))

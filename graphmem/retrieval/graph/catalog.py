@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from graphmem.model import CLASS_KINDS, Node, NodeKind, is_test_key
 from graphmem.stores.base import GraphStore
 
-CACHE_FORMAT = 10  # of Catalog.to_bytes: a saved catalog of another format is built again
+CACHE_FORMAT = 11  # of Catalog.to_bytes: a saved catalog of another format is built again
 FUZZY_KINDS = frozenset({NodeKind.SERVICE, NodeKind.TEAM, NodeKind.PERSON, NodeKind.ENTITY})
 # Entity types that say nothing about what an entity is (open extraction, capitalised spans).
 GENERIC_ENTITY_TYPES = frozenset({"concept", "entity", "other", "unknown", "misc", "thing"})
@@ -82,6 +82,10 @@ class Catalog:
     # trait a Rust type implements): the way to "which classes extend Exception?" when the base is
     # not the project's own code.
     implementers: dict[str, set[str]] = field(default_factory=dict)
+    # The project's types (classes, structs, interfaces, traits, ...): a base a question names is
+    # the project's own only when one of them is spelt so (a method ``Route.Handler`` is not
+    # ``http.Handler``).
+    types: set[str] = field(default_factory=set)
     # Types by their name's words run together, in lower case ("corsmiddleware", "httpendpoint"): a
     # question may write a type's name as words ("the CORS middleware", "the HTTP endpoint").
     types_by_words: dict[str, set[str]] = field(default_factory=dict)
@@ -165,6 +169,7 @@ class Catalog:
             if kind in (NodeKind.DECISION, NodeKind.INCIDENT) and node.name:
                 cat.titles.append((node.key, {singular(w) for w in words_of(node.name)} - STOP))
         cat.sorts = type_sorts(types)
+        cat.types = {key for key, _, _ in types}
         for key, _, bases in types:
             for base in bases:
                 cat.implementers.setdefault(base, set()).add(key)
@@ -189,7 +194,7 @@ class Catalog:
             "rel_types": self.rel_types, "lifetimes": self.lifetimes, "commits_at": self.commits_at,
             "closed_by_name": self.closed_by_name, "modules": self.modules, "closed_modules": self.closed_modules,
             "short_members": self.short_members, "sorts": self.sorts, "changelogs": self.changelogs,
-            "types_by_words": self.types_by_words, "implementers": self.implementers,
+            "types_by_words": self.types_by_words, "implementers": self.implementers, "types": self.types,
         })
 
     @classmethod
@@ -277,7 +282,7 @@ _SAVED_AS_IS: dict[str, type | tuple[type, ...]] = {
     "by_name": dict, "incidents_by_number": dict, "root_commits": set, "merge_commits": set, "titles": list,
     "fuzzy_names": list, "rel_types": (frozenset, type(None)), "lifetimes": dict, "commits_at": dict,
     "closed_by_name": dict, "modules": dict, "closed_modules": dict, "short_members": dict, "sorts": dict,
-    "changelogs": set, "types_by_words": dict, "implementers": dict,
+    "changelogs": set, "types_by_words": dict, "implementers": dict, "types": set,
 }
 
 

@@ -238,6 +238,35 @@ func TestMarshal(t *testing.T) { toml.Marshal(1) }
     assert ("sym:marshal_test.go::TestMarshal", "sym:unstable/marshal.go::Marshal") not in calls
 
 
+def test_a_go_type_records_the_standard_interfaces_its_methods_satisfy():
+    """A Go type never says it implements ``error``: a method ``Error() string``, in any file of
+    its package, makes it one, and ``ServeHTTP(http.ResponseWriter, *http.Request)`` a handler.
+    A method of the same name but another shape does not."""
+    from extractors.code import build_graph, parse_file
+
+    sources = {
+        "go.mod": b"module github.com/acme/route\n\ngo 1.21\n",
+        "errors.go": b"package route\n\ntype MatchError struct{ path string }\n\ntype Router struct{}\n\ntype Buf []byte\n",
+        "methods.go": b"""package route
+
+import "net/http"
+
+func (e *MatchError) Error() string { return e.path }
+
+func (r *Router) ServeHTTP(w http.ResponseWriter, req *http.Request) {}
+
+func (b Buf) Error(code int) string { return "" }
+
+func (b Buf) Read(p []byte) (n int, err error) { return 0, nil }
+""",
+    }
+    files = {path: parse_file(path, data) for path, data in sorted(sources.items())}
+    nodes = {n.key: n.props for n in build_graph(files, extractor_version="test", commit="a" * 40).nodes}
+    assert nodes["sym:errors.go::MatchError"]["bases"] == ["error"]
+    assert nodes["sym:errors.go::Router"]["bases"] == ["Handler"]
+    assert nodes["sym:errors.go::Buf"]["bases"] == ["Reader"]  # its Error takes an argument
+
+
 def test_tsx_component(project_facts):
     path = "typescript/src/components/UserCard.tsx"
     facts = project_facts[path]
