@@ -526,8 +526,10 @@ def test_the_catalog_is_kept_between_processes_until_the_graph_changes(tmp_path,
 def test_a_type_is_named_by_its_words_and_a_sort_noun_names_no_node(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """"The CORS middleware", "the HTTP endpoint" and "Static Files" name ``CORSMiddleware``,
     ``HTTPEndpoint`` and ``StaticFiles``; words none of which is written as a name do not ("the
-    test client"), a one-word type is not named so, nor are words of a function's name. In "which endpoint class ...", asking for the project's endpoint types, the
-    noun names no function called ``endpoint``."""
+    test client"), a one-word type is not named so, nor are words of a function's lower-case name;
+    a function capitalised as a type is (Go's ``CORSMethodMiddleware``), before a word for code
+    ("method") makes the next word a name alone. In "which endpoint class ...", asking for the
+    project's endpoint types, the noun names no function called ``endpoint``."""
     store = EmbeddedStore(tmp_path / "home", "words")
     prov = Provenance("web", "test")
     types = {name: f"sym:web/app.py::{name}" for name in
@@ -536,7 +538,11 @@ def test_a_type_is_named_by_its_words_and_a_sort_noun_names_no_node(tmp_path) ->
     store.upsert([Node(k, n, prov, {"symbol_kind": "class", "qualname": n}) for n, k in types.items()]
                  + [Node(endpoint, "endpoint", prov, {"symbol_kind": "function", "qualname": "endpoint"}),
                     Node("sym:web/app.py::get_client", "get_client", prov, {"symbol_kind": "function",
-                                                                            "qualname": "get_client"})], [], [])
+                                                                            "qualname": "get_client"}),
+                    Node("sym:mw.go::CORSMethodMiddleware", "CORSMethodMiddleware", prov,
+                         {"symbol_kind": "function", "qualname": "CORSMethodMiddleware"}),
+                    Node("sym:mw.go::middleware", "middleware", prov, {"symbol_kind": "interface",
+                                                                      "qualname": "middleware"})], [], [])
     cat = Catalog.build(store)
     store.close()
     assert linked(cat, "Which commits touched the CORS middleware?") == {types["CORSMiddleware"]}
@@ -545,6 +551,7 @@ def test_a_type_is_named_by_its_words_and_a_sort_noun_names_no_node(tmp_path) ->
     assert linked(cat, "How does the test client send requests?") == set()  # no word written as a name
     assert linked(cat, "Who wrote the client?") == set()  # one word: a plain English word
     assert linked(cat, "Where do we get client settings?") == set()  # a function is not named by its words
+    assert linked(cat, "Where is the CORS method middleware defined?") == {"sym:mw.go::CORSMethodMiddleware"}
     q = parse_question("Which endpoint class handles websocket connections?")
     assert endpoint in set(link(cat, q, LinkConfig()))
     assert endpoint not in set(link(cat, q, LinkConfig(), sort=True))

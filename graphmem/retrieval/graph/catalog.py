@@ -86,9 +86,10 @@ class Catalog:
     # the project's own only when one of them is spelt so (a method ``Route.Handler`` is not
     # ``http.Handler``).
     types: set[str] = field(default_factory=set)
-    # Types by their name's words run together, in lower case ("corsmiddleware", "httpendpoint"): a
-    # question may write a type's name as words ("the CORS middleware", "the HTTP endpoint").
-    types_by_words: dict[str, set[str]] = field(default_factory=dict)
+    # Types, and functions capitalised as types are (Go's exported ``CORSMethodMiddleware``), by
+    # their name's words run together, in lower case ("corsmiddleware", "httpendpoint"): a question
+    # may write such a name as words ("the CORS middleware", "the CORS method middleware").
+    names_by_words: dict[str, set[str]] = field(default_factory=dict)
     # Documents that record the project's history (changelogs, release notes): they mention every
     # part of the code, and answer questions about its history, not about the code.
     changelogs: set[str] = field(default_factory=set)
@@ -121,6 +122,7 @@ class Catalog:
     def build(cls, store: GraphStore, *, fuzzy_min_length: int = 5) -> Catalog:
         cat = cls()
         types: list[tuple[str, str, list[str]]] = []  # open types: key, own name, names of their bases
+        capitalised: list[tuple[str, str]] = []  # open functions named as types are: key, own name
         for node in store.iter_nodes(include_closed=True):
             kind = node.kind  # read from the key: once per node, not once per test below
             if kind in (NodeKind.SYMBOL, NodeKind.FILE):
@@ -153,6 +155,8 @@ class Catalog:
             elif kind is NodeKind.SYMBOL:
                 if short := cat._short_member_name(node):
                     cat.short_members.setdefault(short, set()).add(node.key)
+                if node.props.get("symbol_kind") == "function" and _type_name(node)[:1].isupper():
+                    capitalised.append((node.key, _type_name(node)))
                 if node.props.get("symbol_kind") in CLASS_KINDS:
                     declared = node.props.get("bases")  # the traits a Rust type implements
                     types.append((node.key, _type_name(node), base_names(str(node.props.get("signature") or ""))
@@ -173,9 +177,9 @@ class Catalog:
         for key, _, bases in types:
             for base in bases:
                 cat.implementers.setdefault(base, set()).add(key)
-        for key, name, _ in types:
+        for key, name in [(key, name) for key, name, _ in types] + capitalised:
             if len(_CAMEL_WORDS.findall(name)) >= 2:
-                cat.types_by_words.setdefault(name.replace("_", "").lower(), set()).add(key)
+                cat.names_by_words.setdefault(name.replace("_", "").lower(), set()).add(key)
         cat.rel_types = frozenset(store.counts().rels)
         cat.fuzzy_names = sorted({words[0] for words, keys in cat.by_name.items()
                                   if len(words) == 1 and len(words[0]) >= fuzzy_min_length
@@ -194,7 +198,7 @@ class Catalog:
             "rel_types": self.rel_types, "lifetimes": self.lifetimes, "commits_at": self.commits_at,
             "closed_by_name": self.closed_by_name, "modules": self.modules, "closed_modules": self.closed_modules,
             "short_members": self.short_members, "sorts": self.sorts, "changelogs": self.changelogs,
-            "types_by_words": self.types_by_words, "implementers": self.implementers, "types": self.types,
+            "names_by_words": self.names_by_words, "implementers": self.implementers, "types": self.types,
         })
 
     @classmethod
@@ -282,7 +286,7 @@ _SAVED_AS_IS: dict[str, type | tuple[type, ...]] = {
     "by_name": dict, "incidents_by_number": dict, "root_commits": set, "merge_commits": set, "titles": list,
     "fuzzy_names": list, "rel_types": (frozenset, type(None)), "lifetimes": dict, "commits_at": dict,
     "closed_by_name": dict, "modules": dict, "closed_modules": dict, "short_members": dict, "sorts": dict,
-    "changelogs": set, "types_by_words": dict, "implementers": dict, "types": set,
+    "changelogs": set, "names_by_words": dict, "implementers": dict, "types": set,
 }
 
 

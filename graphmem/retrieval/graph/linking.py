@@ -178,21 +178,22 @@ def link(cat: Catalog, q: Question, config: LinkConfig, *, names: tuple[list[str
             if raw[i] in modules and (i in spelt_as_code or (i + 1 < len(words) and words[i + 1] == "module")):
                 claim(i, 1, modules[raw[i]], raw[i])
 
-    link_names(cat.by_name)
-    link_modules(cat.modules)
     # A type named by its words ("the CORS middleware", "the GZip middleware", "Static Files"): two
     # or three words that, run together, spell a type's name, one of them written as a name
     # (capitalised inside the sentence, an acronym): "the test execution" or "the version range" of
-    # a question describing code are English.
+    # a question describing code are English. Before single words, which a word for code beside
+    # them makes names: "the CORS method middleware" is ``CORSMethodMiddleware``, not ``middleware``.
     for size in (3, 2):
         for i in range(len(words) - size + 1):
             if (not free(i, size, False) or any(w in STOP or w in _DETERMINERS for w in words[i:i + size])
                     or not any(raw[j][:1].isupper() and j > 0 for j in range(i, i + size))):
                 continue
             joined = {"".join(w.lower() for w in raw[i:i + size]), "".join(words[i:i + size])}
-            keys = set().union(*(cat.types_by_words.get(j, set()) for j in joined))
+            keys = set().union(*(cat.names_by_words.get(j, set()) for j in joined))
             if keys:
                 claim(i, size, keys, " ".join(raw[i:i + size]))
+    link_names(cat.by_name)
+    link_modules(cat.modules)
     # A member whose name is too short to link alone ("Walk", "Get"): spelt exactly so and written
     # as code, the word names it ("the Walk method", "what does Match call").
     for i in sorted(as_code):
