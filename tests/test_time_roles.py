@@ -71,6 +71,28 @@ def test_the_newest_change_to_what_is_named_answers_who_last_changed_it(store: E
     assert ranked(store, text)[0] == answer
 
 
+def test_the_author_of_the_newest_change_comes_before_its_co_authors(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Bo wrote the newest change to ``post`` with Ana as a ``Co-authored-by`` helper; Ana, who
+    wrote much more around it, is named after him."""
+    st = EmbeddedStore(tmp_path, "coauthors")
+    prov = Provenance("test", "test")
+    others = [f"sym:api/handlers.py::Handler.helper{i}" for i in range(6)]
+    nodes = [Node(POST, "Handler.post", prov), Node(ANA, "Ana", prov), Node(BO, "Bo", prov),
+             Node(NEW, "Idempotency keys for invoice posts", prov,
+                  {"authored_at": "2026-03-05T10:00:00Z", "author_email": "bo@example.dev"})]
+    nodes += [Node(key, key.rsplit("::", 1)[1], prov) for key in others]
+    nodes += [Node(key, f"Rework handlers, part {i}", prov, {"authored_at": f"2025-{i:02d}-01T10:00:00Z"})
+              for i, key in enumerate(OLDER, start=1)]
+    rel = [(BO, RelType.AUTHORED, NEW), (ANA, RelType.AUTHORED, NEW), (NEW, RelType.MODIFIED, POST)]
+    rel += [(ANA, RelType.AUTHORED, key) for key in OLDER] + [(key, RelType.MODIFIED, POST) for key in OLDER]
+    rel += [(c, RelType.MODIFIED, key) for c in OLDER for key in others] + [(ANA, RelType.OWNS, POST)]
+    st.upsert(nodes, [Relationship(s, t, d, prov) for s, t, d in rel], [])
+    try:
+        assert ranked(st, "Who last changed Handler.post?")[:2] == [BO, ANA]
+    finally:
+        st.close()
+
+
 def test_without_last_the_author_of_most_changes_may_come_first(store: EmbeddedStore) -> None:
     """The rule belongs to "last": asked who changed it at all, PageRank decides as before."""
     assert set(ranked(store, "Who changed Handler.post?")[:2]) == {ANA, BO}

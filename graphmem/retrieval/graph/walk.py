@@ -11,7 +11,7 @@ from operator import attrgetter
 
 import numpy as np
 
-from graphmem.model import ORG_KINDS, REL_ENDPOINTS, NodeKind, RelType
+from graphmem.model import ORG_KINDS, REL_ENDPOINTS, NodeKind, RelType, person_key
 from graphmem.retrieval.config import LinkConfig, WalkConfig
 from graphmem.retrieval.graph.catalog import Catalog
 from graphmem.retrieval.graph.linking import Link, LinkReason, reference_date
@@ -179,7 +179,7 @@ def walk(store: GraphStore, cat: Catalog, q: Question, linked: dict[str, Link], 
     # author of many older changes nearby outweigh it.
     counted = q.asks_most and NodeKind.PERSON in answer and not q.latest_change
     if q.latest_change:
-        final = _newest_change_first(final, edges, cat, result, answer)
+        final = _newest_change_first(final, edges, cat, result, answer, store)
     elif counted:
         final = _most_changes_first(final, store, cat, result, as_of)
     elif most := _counted_relation(q, answer, result, cat, as_of):
@@ -474,12 +474,13 @@ def edge_weights(q: Question, config: WalkConfig | None = None) -> dict[str, flo
 
 
 def _newest_change_first(final: dict[str, float], edges: list[Edge], cat: Catalog, result: GraphResult,
-                         answer: set[NodeKind]) -> dict[str, float]:
+                         answer: set[NodeKind], store: GraphStore) -> dict[str, float]:
     """``final`` with the newest commit that changed each node the question is about, or its authors
-    when the answer is a person, above every other node (in their own order). What the question
-    is about: the nodes it steps to ("who last changed the caller of X": X's callers), else the
-    ones it names. A merge commit's author brought the change in but did not write it, so a merge
-    is the newest change only when nothing else changed the node (see ``_change_rank``)."""
+    when the answer is a person, above every other node (in their own order, the commit's author
+    before its co-authors). What the question is about: the nodes it steps to ("who last changed
+    the caller of X": X's callers), else the ones it names. A merge commit's author brought the
+    change in but did not write it, so a merge is the newest change only when nothing else changed
+    the node (see ``_change_rank``)."""
     stepped = {key for key, link in result.linked.items() if link.reason is LinkReason.STEPPED}
     subjects = stepped or {key for key, link in result.linked.items() if link.named}
     newest: dict[str, tuple[bool, bool, str, str]] = {}  # subject -> its newest change's _change_rank
@@ -497,11 +498,19 @@ def _newest_change_first(final: dict[str, float], edges: list[Edge], cat: Catalo
         return final
     out = dict(final)
     top = max(final.values(), default=1.0)
-    for *_, commit in newest.values():
+    commits = {commit for *_, commit in newest.values()}
+    main_author = {key: person_key(str(node.props.get("author_email") or ""))
+                   for key, node in (store.get_nodes(commits).items() if NodeKind.PERSON in answer else ())}
+    for commit in commits:
         picked = ([commit] if not answer or NodeKind.COMMIT in answer else []) + sorted(
             authors.get(commit, ()) if NodeKind.PERSON in answer else ())
         for key in picked:
             out[key] = top + final.get(key, 0.0)
+        helpers = [out[k] for k in authors.get(commit, ()) if k != main_author.get(commit)]
+        if main_author.get(commit) in picked and helpers:
+            # Just above its co-authors: the one who wrote the change, the others helped.
+            author = main_author[commit]
+            out[author] = max(out[author], max(helpers) * (1 + 1e-6))
     return out
 
 
