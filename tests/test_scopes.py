@@ -199,6 +199,16 @@ def test_a_question_asking_for_a_sort_answers_with_types_of_that_sort(web: Any, 
     assert all(key.endswith(sort) or key == first for key in keys[:2]), keys
 
 
+def test_a_sort_noun_before_a_word_for_members_asks_for_the_members_of_that_sort(web: Any) -> None:
+    """"Which client methods ..." asks for methods that the project's clients hold, not for the
+    clients, nor for a function that is no client's."""
+    q = parse_question("Which client methods send data?")
+    assert q.sort_noun == "client" and q.sort_owns_answer
+    assert not parse_question("Which client sends data?").sort_owns_answer
+    keys = web.query("Which client methods send data?", mode="hybrid", k=4).keys
+    assert set(keys[:2]) == {"sym:web/clients.py::SyncClient.send", "sym:web/clients.py::AsyncClient.send"}, keys
+
+
 @pytest.mark.parametrize("text,first", [
     ("Which function builds a multipart request body?", "sym:web/multipart.py::encode_fields"),
     ("Which test builds a multipart request body?", "sym:tests/test_multipart.py::test_build_multipart_body"),

@@ -319,6 +319,8 @@ class Question:
     # case, as written). Where the project's type names end with it (``GZipMiddleware``), those
     # types are the answers (see ``graphmem.retrieval.graph.sorts``).
     sort_noun: str = ""
+    # The sort's types hold what is asked for ("which builder methods ..."): their members answer.
+    sort_owns_answer: bool = False
     # "Where is X defined?", "where are path variables extracted?": the answer is a place (code, a
     # file, a document), not a commit, a release or a person.
     asks_place: bool = False
@@ -368,7 +370,8 @@ class Question:
                 "asks_type": self.asks_type, "asks_callable": self.asks_callable, "asks_in_force": self.asks_in_force,
                 "asks_other_thing": self.asks_other_thing, "asks_tests": self.asks_tests,
                 "mentions_tests": self.mentions_tests,
-                "sort_noun": self.sort_noun or None, "members_of": self.members_of or None,
+                "sort_noun": self.sort_noun or None, "sort_owns_answer": self.sort_owns_answer,
+                "members_of": self.members_of or None,
                 "asks_place": self.asks_place, "asks_docs": self.asks_docs,
                 "asks_way": self.asks_way, "asks_most": self.asks_most,
                 "step": [self.step[0].value, self.step[1]] if self.step else None,
@@ -631,6 +634,9 @@ _MOST = re.compile(r"\bmost\b(?!\s+recent)|\bbest\b", re.IGNORECASE)
 # Words for documentation: "where is the lifespan documented", "which guide covers X" (not a
 # "document" a program handles, nor the "-doc" of a name).
 _DOC_WORDS = re.compile(r"(?<![-\w])(?:docs|documentation|documented|guides?|tutorials?|readme)\b(?!-)", re.IGNORECASE)
+# "Which builder methods add modifiers?": the sort's types hold the answer; they are not it.
+_SORT_OWNS = re.compile(r"^\s*(?:which|what)\s+[A-Za-z]+\s+(?:methods?|functions?|fields?|attributes?|properties"
+                        r"|property|constructors?|members?)\b", re.IGNORECASE)
 _MEMBERS_OF = re.compile(r"^\s*(?:which|what|list|show|find)\s+(?:(?:all|the)\s+)?(?:methods|functions|members)\s+"
                          r"(?:of|in|on)\s+(?:the\s+)?[`'\"]?([A-Za-z_][\w.]*[\w])", re.IGNORECASE)
 _INSIDE_PATH = re.compile(r"\b(?:in|under|within|inside)\s+(?:the\s+)?" + _DIRECTORY, re.IGNORECASE)
@@ -749,6 +755,7 @@ def parse_question(text: str, now: datetime | None = None, *, sessions: bool = F
         if (not {noun, noun.removesuffix("s"), noun.removesuffix("es")} & excluded
                 and not any(pattern.match(noun) for pattern, _ in (*_REL_WORDS, _COMING_AND_GOING, _IMPLEMENT))):
             q.sort_noun = noun
+    q.sort_owns_answer = bool(q.sort_noun) and bool(_SORT_OWNS.match(read))
     if not q.sort_noun and (m := _RAISED.match(read)):
         noun = (m.group(1) or "exception").lower()
         if not {noun, noun.removesuffix("s")} & (_NOT_SORTS | _KIND_NOUNS):

@@ -360,10 +360,13 @@ class GraphRetriever:
             for key in implementers:
                 seeds[key] = max(seeds.get(key, 0.0), cfg.described_seed_weight / len(implementers))
             sort = sort | implementers
+        owners = owners_named(q.members_of, cat) if q.members_of else set()
+        if q.sort_owns_answer:
+            owners, sort = owners | sort, set()  # "which builder methods": the builders' members
         result = GraphResult([], seeds, dict(linked), anchored=anchored, named=bool(linked),
                              outside=excluded_packages(q, linked),
                              inside=scope_paths(q.inside, cat) if q.inside else set(), sort=sort,
-                             records=records, owners=owners_named(q.members_of, cat) if q.members_of else set())
+                             records=records, owners=owners)
         if not seeds:
             return result
         return walk(self.store, cat, q, linked, result, k=k, as_of=as_of, config=self.walk_config, link_config=cfg)
