@@ -13,6 +13,7 @@ from graphmem.api import Graphmem
 from graphmem.config import Settings
 from graphmem.model import Node, Provenance, RelType
 from graphmem.retrieval.graph.catalog import Catalog, base_names, type_sorts
+from graphmem.retrieval.engine import declarations_after_definitions
 from graphmem.retrieval.graph.sorts import implementers_of_outside_bases
 from graphmem.retrieval.question import parse_question
 from graphmem.stores.embedded import EmbeddedStore
@@ -392,3 +393,27 @@ def test_the_types_that_declare_a_base_from_outside_the_project_answer_which_ext
         gm.ingest(repo)
         keys = gm.query("Which classes extend Exception?", mode="hybrid", k=3).keys
     assert set(keys[:2]) == {"sym:app/errors.py::Gone", "sym:app/errors.py::Late"}, keys
+
+
+def test_a_declaration_file_follows_the_code_it_declares(tmp_path: Path, embedder: Any) -> None:
+    """A package's hand-written typings (``typings/index.d.ts``) document its classes better than
+    the code does, but the code that does the work answers first; a declaration of which no
+    definition was found keeps its place (``Parser``)."""
+    repo = tmp_path / "repo"
+    (repo / "lib").mkdir(parents=True)
+    (repo / "typings").mkdir()
+    (repo / "lib/help.js").write_text(
+        "class Help {\n  formatHelp(cmd, helper) {\n    return helper.padWidth(cmd) + cmd.name();\n  }\n}\n"
+        "exports.Help = Help;\n")
+    (repo / "typings/index.d.ts").write_text(
+        "/** Formats the help output of a command: usage, description, options and subcommands. */\n"
+        "export class Help {\n  /** Format the help output of a command as a string. */\n"
+        "  formatHelp(cmd: Command, helper: Help): string;\n}\n")
+    with Graphmem(Settings(store="embedded", home=tmp_path / "home"), "typings", embedder=embedder,
+                  reranker=None) as gm:
+        gm.ingest(repo)
+        keys = gm.query("Which class formats the help output of a command?", mode="hybrid", k=5).keys
+    assert keys[0] == "sym:lib/help.js::Help", keys
+    alone = ["sym:typings/index.d.ts::Parser", "sym:lib/help.js::Help", "sym:typings/index.d.ts::Help", "file:a.js"]
+    assert declarations_after_definitions(alone) == [
+        "sym:typings/index.d.ts::Parser", "sym:lib/help.js::Help", "file:a.js", "sym:typings/index.d.ts::Help"]

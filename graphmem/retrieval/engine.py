@@ -19,7 +19,8 @@ from datetime import datetime, timezone
 from typing import Any, Protocol
 
 from graphmem.errors import ModelError
-from graphmem.model import FUNCTION_KINDS, REL_ENDPOINTS, Chunk, Node, NodeKind, RelType, is_test_key, kind_of
+from graphmem.model import (FUNCTION_KINDS, REL_ENDPOINTS, Chunk, Node, NodeKind, RelType, is_declaration_key,
+                            is_test_key, kind_of)
 from graphmem.retrieval.config import DEFAULT_MODE, RerankConfig, RetrievalConfig, preset
 from graphmem.retrieval.fusion import reciprocal_rank_fusion, rrf_k
 from graphmem.retrieval.graph import UNANCHORING_KINDS, GraphResult, GraphRetriever, sorts
@@ -534,12 +535,23 @@ def _scoped(order: list[str], cands: Candidates) -> list[str]:
         order = _last(order, lambda key: kind_of(key) in _NO_PLACES)
     if g.records:
         order = _last(order, lambda key: key in g.records)
+    order = declarations_after_definitions(order)
     if g.counted:
         # "Which module is imported by the most files?": a count answers it, not the words.
         rank = {key: i for i, key in enumerate(g.counted)}
         order = sorted((key for key in order if key in rank), key=rank.__getitem__) + [
             key for key in order if key not in rank]
     return order
+
+
+def declarations_after_definitions(order: list[str]) -> list[str]:
+    """``order`` with each symbol of a declaration file (``typings/index.d.ts::Command.parse``)
+    after the rest when the symbol it declares (``lib/command.js::Command.parse``) is in ``order``
+    too: the code that does the work stands for its signature."""
+    if not any(is_declaration_key(key) for key in order):
+        return order
+    defined = {key.partition("::")[2] for key in order if key.startswith("sym:") and not is_declaration_key(key)}
+    return _last(order, lambda key: is_declaration_key(key) and key.partition("::")[2] in defined)
 
 
 def _last(order: list[str], away: Callable[[str], bool]) -> list[str]:
