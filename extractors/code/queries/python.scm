@@ -4,7 +4,7 @@
 
 ; Inheritance: @inherit.owner is the class, @inherit.base one base as written.
 (class_definition
-  superclasses: (argument_list [(identifier) (attribute)] @inherit.base)) @inherit.owner
+  superclasses: (argument_list [(identifier) (attribute) (subscript)] @inherit.base)) @inherit.owner
 
 ; Imports (interpreted in code).
 (import_statement) @import

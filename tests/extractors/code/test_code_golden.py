@@ -87,6 +87,30 @@ def test_python_graph_edges(project_graph):
     assert ("sym:python/shop/models.py::Invoice", "sym:python/shop/models.py::Invoice.total") in contains
 
 
+def test_a_python_base_written_with_type_arguments_is_a_base():
+    """``class BoolParamType(ParamType[bool])`` extends ``ParamType``: the subscript is the
+    base's type arguments, not another base."""
+    from extractors.code import build_graph, parse_file
+
+    files = {"types.py": parse_file("types.py", b"""import typing as t
+
+class ParamType(t.Generic[V], abc.ABC):
+    pass
+
+class BoolParamType(ParamType[bool]):
+    pass
+
+class Pair(ParamType[tuple[int, str]], t.Generic[V]):
+    pass
+""")}
+    syms = symbols(files, "types.py")
+    assert syms["BoolParamType"].bases == ["ParamType"]
+    assert syms["Pair"].bases == ["ParamType", "t.Generic"]
+    graph = build_graph(files, extractor_version="test", commit="a" * 40)
+    assert {("sym:types.py::BoolParamType", "sym:types.py::ParamType"),
+            ("sym:types.py::Pair", "sym:types.py::ParamType")} <= rels(graph, RelType.INHERITS)
+
+
 def test_python_reexport_through_package_init(project_facts):
     from extractors.code import build_graph
 
