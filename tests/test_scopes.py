@@ -39,6 +39,8 @@ from graphmem.stores.embedded import EmbeddedStore
     ("What calls the function that throws?", ""),
     ("Which classes implement NodeVisitor?", ""),  # a kind of code, and a relationship
     ("Which subclasses of Evaluator match attributes?", ""),
+    ("What raises UsageError?", ""),  # a verb before its object, not a noun
+    ("What handles the request?", ""),
 ])
 def test_a_question_asking_for_a_thing_by_a_noun_names_its_sort(text: str, noun: str) -> None:
     assert parse_question(text).sort_noun == noun

@@ -602,7 +602,9 @@ _TEST_WORDS = re.compile(r"\btest(?:s|ed|ing|case|cases|suite|suites)?\b", re.IG
 # exception is raised ...", "which endpoint class handles ...", "list all middleware classes"), the
 # noun its subject: "what value does X return" asks about a value X gives, not for a type of value.
 _SORT_NOUN = re.compile(r"^\s*(?:(?:which|what)\s+([A-Za-z]+)(\s+(?:class|classes|type|types))?"
-                        r"\s+(?!(?:do|does|did)\b)\w"
+                        # A verb's object follows a verb, not a noun: "what raises UsageError",
+                        # "what handles the request".
+                        r"\s+(?!(?:do|does|did|a|an|the|this|that|these|those)\b|(?-i:\w*[A-Z_(])|\w+[.(])\w"
                         r"|(?:list|show|find)\s+(?:(?:all|every|each|the)\s+)?([A-Za-z]+)"
                         r"(\s+(?:class|classes|type|types))\b)", re.IGNORECASE)
 # What is raised or thrown is an exception, though the question names no noun ("what is thrown when
