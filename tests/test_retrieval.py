@@ -278,6 +278,14 @@ def test_question_reading_finds_which_end_of_an_inheritance_is_asked(text: str, 
     assert (end is None) or q.answer_kinds[0] is NodeKind.SYMBOL
 
 
+def test_resolving_is_fixing_only_where_the_question_speaks_of_trouble_or_work() -> None:
+    for text in ("Who resolved INC-042?", "How was the outage in billing resolved?",
+                 "Which commit resolved the flaky test issue?"):
+        assert RelType.RESOLVED_BY in parse_question(text, REF).rel_types, text
+    for text in ("How is a group's subcommand resolved from the command line?", "Where are relative imports resolved?"):
+        assert not {RelType.RESOLVED_BY, RelType.AUTHORED} & set(parse_question(text, REF).rel_types), text
+
+
 def test_implementing_behaviour_is_no_inheritance() -> None:
     for text in ("Which function implements retry logic?", "Which transport implements HTTP/2?",
                  "Where does commons-cli implement setLeftPadding()?", "Where do we implement parseArgs?",

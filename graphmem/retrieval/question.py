@@ -54,6 +54,12 @@ _ANSWER_PATTERNS: list[tuple[re.Pattern[str], tuple[NodeKind, ...]]] = [
      (NodeKind.PERSON,)),
 ]
 
+# "Resolved" is a fix of trouble in a question about people or work, or one that speaks of trouble
+# ("who resolved INC-7", "how was the outage resolved"); elsewhere it is what code does ("how is a
+# group's subcommand resolved").
+_RESOLVE = (re.compile(r"\bresolv(e|es|ed|ing)\b", re.IGNORECASE), (RelType.RESOLVED_BY, RelType.FIXES, RelType.AUTHORED))
+_TROUBLE = re.compile(r"\b(?:incidents?|outages?|issues?|bugs?|tickets?|problems?|alerts?|failures?|crash(?:es)?"
+                      r"|regressions?|INC[-_ ]?\d+)\b", re.IGNORECASE)
 _DECISION_WORDS = re.compile(r"\bdecid|\bdecision|\badr\b", re.IGNORECASE)
 # Words that name relationships, and the types they mean.
 # "used to" and "used for" give a purpose ("the helper used to parse dates"), "used as" a role
@@ -90,8 +96,8 @@ _REL_WORDS: list[tuple[re.Pattern[str], tuple[RelType, ...]]] = [
     (re.compile(r"\bwrote\b|\bauthor(s|ed|ing|ship)?\b|\bcommitted\b|\blast changed\b", re.IGNORECASE),
      (RelType.AUTHORED,)),
     (re.compile(r"\bcaus|\btrigger|\bintroduc|\broot cause", re.IGNORECASE), (RelType.CAUSED_BY,)),
-    (re.compile(r"\bfix(es|ed|ing|er)?\b|\bresolv(e|es|ed|ing)\b|\bmitigat", re.IGNORECASE),
-     (RelType.RESOLVED_BY, RelType.FIXES, RelType.AUTHORED)),
+    (re.compile(r"\bfix(es|ed|ing|er)?\b|\bmitigat", re.IGNORECASE), (RelType.RESOLVED_BY, RelType.FIXES, RelType.AUTHORED)),
+    _RESOLVE,
     (_DECISION_WORDS, (RelType.DECIDED, RelType.IMPLEMENTS, RelType.REFERENCES)),
     (re.compile(r"\bsupersed|\breplac|\bin force\b|\bobsolete", re.IGNORECASE), (RelType.SUPERSEDES,)),
     (re.compile(r"\bfail|\bbroken?\b|\bhit\b|\baffect|\boutage", re.IGNORECASE), (RelType.AFFECTED, RelType.CAUSED_BY)),
@@ -683,7 +689,9 @@ def parse_question(text: str, now: datetime | None = None, *, sessions: bool = F
     # did the commit 'Raise the limit' change"): "a function that prevents an attribute to be
     # modified" describes code.
     edits = history or any(set(kinds) & _EDITORS for _, kinds in found)
-    patterns = ([p for p in _REL_WORDS if edits or p is not _EDITS] + ([_COMING_AND_GOING] if history else [])
+    trouble = edits or bool(_TROUBLE.search(read))
+    patterns = ([p for p in _REL_WORDS if (edits or p is not _EDITS) and (trouble or p is not _RESOLVE)]
+                + ([_COMING_AND_GOING] if history else [])
                 + ([_IMPLEMENT] if _DECISION_WORDS.search(text) else []) + ([_SESSION_REL] if sessions else []))
     for pattern, types in patterns:
         if pattern.search(rel_text):
