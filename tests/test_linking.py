@@ -542,7 +542,9 @@ def test_a_type_is_named_by_its_words_and_a_sort_noun_names_no_node(tmp_path) ->
                     Node("sym:mw.go::CORSMethodMiddleware", "CORSMethodMiddleware", prov,
                          {"symbol_kind": "function", "qualname": "CORSMethodMiddleware"}),
                     Node("sym:mw.go::middleware", "middleware", prov, {"symbol_kind": "interface",
-                                                                      "qualname": "middleware"})], [], [])
+                                                                      "qualname": "middleware"}),
+                    Node("sym:mw.go::NewMux", "NewMux", prov, {"symbol_kind": "function", "qualname": "NewMux"})],
+                 [], [])
     cat = Catalog.build(store)
     store.close()
     assert linked(cat, "Which commits touched the CORS middleware?") == {types["CORSMiddleware"]}
@@ -552,6 +554,10 @@ def test_a_type_is_named_by_its_words_and_a_sort_noun_names_no_node(tmp_path) ->
     assert linked(cat, "Who wrote the client?") == set()  # one word: a plain English word
     assert linked(cat, "Where do we get client settings?") == set()  # a function is not named by its words
     assert linked(cat, "Where is the CORS method middleware defined?") == {"sym:mw.go::CORSMethodMiddleware"}
+    # A verb phrase that happens to spell a function's name does not name it; words that start
+    # with a capital do.
+    assert "sym:mw.go::NewMux" not in linked(cat, "Which method creates a new Mux as a subrouter?")
+    assert linked(cat, "What does New Mux allocate?") == {"sym:mw.go::NewMux"}
     q = parse_question("Which endpoint class handles websocket connections?")
     assert endpoint in set(link(cat, q, LinkConfig()))
     assert endpoint not in set(link(cat, q, LinkConfig(), sort=True))

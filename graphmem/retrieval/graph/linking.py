@@ -183,6 +183,7 @@ def link(cat: Catalog, q: Question, config: LinkConfig, *, names: tuple[list[str
     # (capitalised inside the sentence, an acronym): "the test execution" or "the version range" of
     # a question describing code are English. Before single words, which a word for code beside
     # them makes names: "the CORS method middleware" is ``CORSMethodMiddleware``, not ``middleware``.
+    # A function capitalised as a type is named so too, by words that start with a capital.
     for size in (3, 2):
         for i in range(len(words) - size + 1):
             if (not free(i, size, False) or any(w in STOP or w in _DETERMINERS for w in words[i:i + size])
@@ -190,6 +191,10 @@ def link(cat: Catalog, q: Question, config: LinkConfig, *, names: tuple[list[str
                 continue
             joined = {"".join(w.lower() for w in raw[i:i + size]), "".join(words[i:i + size])}
             keys = set().union(*(cat.names_by_words.get(j, set()) for j in joined))
+            if not raw[i][:1].isupper():
+                # A function's words start with a capital, as its name does ("the Strip Slashes
+                # middleware"): "creates a new Mux" describes making one, it does not name ``NewMux``.
+                keys &= cat.types
             if keys:
                 claim(i, size, keys, " ".join(raw[i:i + size]))
     link_names(cat.by_name)
