@@ -331,6 +331,33 @@ def test_the_commit_that_ended_or_began_a_symbol_answers_removal_and_creation(tm
     store.close()
 
 
+def test_code_moved_to_another_file_was_neither_removed_nor_added_by_the_move(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``Frame`` began in ``codec.py``, moved to ``src/codec.py`` (its old node closed, a new one
+    opened a little later) and was deleted after that: the removal is the deletion, the addition
+    the first beginning."""
+    from graphmem.model import RelType, Relationship
+    from graphmem.retrieval.graph import GraphRetriever
+
+    store = EmbeddedStore(tmp_path, "moves")
+    git = Provenance("git", "test")
+    commits = _commit_chain(store, TIMES)
+    old, new = "sym:codec.py::Frame", "sym:src/codec.py::Frame"
+    store.upsert([Node(old, "Frame", Provenance("codec.py", "test"), {"qualname": "Frame"})],
+                 [Relationship(commits[0].key, RelType.MODIFIED, old, git, {})], at=TIMES[0])
+    store.close_sources(["codec.py"], at=TIMES[1])
+    store.upsert([Node(new, "Frame", Provenance("src/codec.py", "test"), {"qualname": "Frame"})],
+                 [Relationship(commits[2].key, RelType.MODIFIED, new, git, {})], at=TIMES[2])
+    store.close_sources(["src/codec.py"], at=TIMES[3])
+    graph = GraphRetriever(store)
+
+    def first_commit(text: str) -> str:
+        return next(h.key for h in graph.retrieve(parse_question(text)).hits if h.key.startswith("commit:"))
+
+    assert first_commit("Which release removed the Frame class?") == commits[3].key
+    assert first_commit("When was the Frame class added?") == commits[0].key
+    store.close()
+
+
 @pytest.mark.parametrize("text,change,removal,creation", [
     ("When was CreateArticle deleted?", True, True, False),  # "Create" inside a name is no creation
     ("When was removeListener added?", False, False, True),  # nor is "remove" inside one a removal

@@ -167,11 +167,15 @@ def walk(store: GraphStore, cat: Catalog, q: Question, linked: dict[str, Link], 
     # ended (or began) is the answer, above every other.
     if (q.asks_removal or q.asks_creation) and (not answer or NodeKind.COMMIT in answer):
         top_score = max(final.values(), default=1.0)
-        for key, ln in result.linked.items():
-            if not ln.named or key not in cat.lifetimes:
-                continue
+        named = [key for key, ln in result.linked.items() if ln.named and key in cat.lifetimes]
+        for key in named:
             began, ended = cat.lifetimes[key]
             moment = ended if q.asks_removal else began
+            # Code moved to another file: its end is no removal when a namesake began then or
+            # later, its beginning no addition when a namesake had ended by then.
+            if moment and any(other != key and other.rsplit("::", 1)[-1] == key.rsplit("::", 1)[-1]
+                              and _moved(cat.lifetimes[other], moment, q.asks_removal) for other in named):
+                continue
             for commit in cat.commits_at.get(moment or "", []):
                 final[commit] = max(final.get(commit, 0.0), top_score * config.latest_change_boost)
     # "Who last changed X", "which commit last touched X": the newest change to what the question
@@ -569,6 +573,13 @@ def _superseded_last(final: dict[str, float], edges: list[Edge], cat: Catalog, r
 
 
 _JUST_BELOW = 1.0 - 1e-6  # a score just under another one: the order is the only thing it says
+
+
+def _moved(namesake: tuple[str | None, str | None], moment: str, removal: bool) -> bool:
+    """Whether a namesake's lifetime makes ``moment`` (an end for a removal, else a beginning) a
+    move of the code rather than its removal or addition."""
+    began, ended = namesake
+    return (began is not None and began >= moment) if removal else (ended is not None and ended <= moment)
 
 
 def _owner_in(key: str, owners: set[str]) -> str | None:
