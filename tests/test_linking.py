@@ -689,3 +689,20 @@ def test_a_dotted_name_keeps_the_direction_of_the_relationship_around_it() -> No
 ])
 def test_a_dotted_name_is_no_word_for_the_kind_asked_for(text: str, kind: str) -> None:
     assert parse_question(text).answer_kinds[0].value == kind
+
+
+def test_a_name_the_project_shares_with_test_code_names_the_projects_own(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Tests define helpers named as the code they test (``test_repr.command``): "the command
+    decorator" names the project's ``command``; a question that speaks of tests names both, and a
+    name only tests have still links them."""
+    store = EmbeddedStore(tmp_path / "home", "tests-namesakes")
+    prov = Provenance("src", "test")
+    own, helper = "sym:src/decorators.py::command", "sym:tests/test_basic.py::test_repr.command"
+    only = "sym:tests/test_basic.py::make_runner"
+    store.upsert([Node(k, k.rsplit("::", 1)[1], prov, {"symbol_kind": "function", "qualname": k.rsplit("::", 1)[1]})
+                  for k in (own, helper, only)], [], [])
+    cat = Catalog.build(store)
+    store.close()
+    assert linked(cat, "What does the command decorator call?") == {own}
+    assert linked(cat, "Which test helper is named `command`?") == {own, helper}
+    assert linked(cat, "What does make_runner return?") == {only}

@@ -13,7 +13,7 @@ from enum import Enum
 
 import numpy as np
 
-from graphmem.model import NodeKind
+from graphmem.model import NodeKind, is_test_key
 from graphmem.retrieval.config import LinkConfig
 from graphmem.retrieval.graph.catalog import IDENT_LIKE, STOP, WORD, Catalog, common_noun, singular, spelt_as, words_of
 from graphmem.retrieval.question import Question
@@ -117,6 +117,8 @@ def link(cat: Catalog, q: Question, config: LinkConfig, *, names: tuple[list[str
 
     def claim(i: int, size: int, keys: Collection[str], written: str) -> None:
         """Link ``keys`` as named by the words ``i .. i + size`` (``written``), which are then taken."""
+        if not q.mentions_tests and len(code := [k for k in keys if not is_test_key(k)]) < len(keys) and code:
+            keys = code  # "the command decorator": the project's own, not a test's namesake
         add(keys, 1.0, LinkReason.NAME, written)
         used[i:i + size] = [True] * size
         for j in range(i, i + size):
