@@ -324,6 +324,7 @@ def test_a_question_asking_for_the_methods_of_a_type_answers_with_its_members(we
     q = parse_question("Which methods of SyncClient call send_raw?")
     assert q.members_of == "SyncClient"
     assert parse_question("Which method of the client calls send_raw?").members_of == ""  # names no type
+    assert parse_question("Which method of TypeSpec.Builder adds a method?").members_of == "TypeSpec.Builder"
     keys = web.query("Which methods of SyncClient send data through send_raw, as every client must?",
                      mode="hybrid", k=3).keys
     assert set(keys[:2]) == {"sym:web/clients.py::SyncClient.send", "sym:web/clients.py::SyncClient.flush"}, keys

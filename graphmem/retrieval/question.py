@@ -645,8 +645,8 @@ _DOC_WORDS = re.compile(r"(?<![-\w])(?:docs|documentation|documented|guides?|tut
 # "Which builder methods add modifiers?": the sort's types hold the answer; they are not it.
 _SORT_OWNS = re.compile(r"^\s*(?:which|what)\s+[A-Za-z]+\s+(?:methods?|functions?|fields?|attributes?|properties"
                         r"|property|constructors?|members?)\b", re.IGNORECASE)
-_MEMBERS_OF = re.compile(r"^\s*(?:which|what|list|show|find)\s+(?:(?:all|the)\s+)?(?:methods|functions|members)\s+"
-                         r"(?:of|in|on)\s+(?:the\s+)?[`'\"]?([A-Za-z_][\w.]*[\w])", re.IGNORECASE)
+_MEMBERS_OF = re.compile(r"^\s*(?:which|what|list|show|find)\s+(?:(?:all|the)\s+)?(?:methods?|functions?|members?)\s+"
+                         r"(?:of|in|on)\s+(the\s+)?([`'\"])?([A-Za-z_][\w.]*[\w])", re.IGNORECASE)
 _INSIDE_PATH = re.compile(r"\b(?:in|under|within|inside)\s+(?:the\s+)?" + _DIRECTORY, re.IGNORECASE)
 _INSIDE_NAME = re.compile(r"\b(?:in|under|within|inside)\s+the\s+[`'\"]?([\w.-]+)[`'\"]?\s+"
                           r"(?:sub)?(?:package|module|director(?:y|ies)|folder)\b", re.IGNORECASE)
@@ -770,8 +770,9 @@ def parse_question(text: str, now: datetime | None = None, *, sessions: bool = F
         noun = (m.group(1) or "exception").lower()
         if not {noun, noun.removesuffix("s")} & (_NOT_SORTS | _KIND_NOUNS):
             q.sort_noun = noun
-    if m := _MEMBERS_OF.match(text):
-        q.members_of = m.group(1)
+    if (m := _MEMBERS_OF.match(text)) and (m.group(2) or not m.group(1) or not m.group(3).isalpha()
+                                           or not m.group(3).islower()):
+        q.members_of = m.group(3)  # a type's name: not a plain word after "the" ("the method of the client")
     q.inside = tuple(dict.fromkeys([m.group(1) for m in _INSIDE_PATH.finditer(text)]
                                    + [m.group(1) for m in _INSIDE_NAME.finditer(text)]))
     return q
