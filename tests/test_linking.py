@@ -475,7 +475,8 @@ def test_a_member_with_a_short_name_is_linked_only_when_spelt_as_code(tmp_path) 
     store = EmbeddedStore(tmp_path / "home", "short")
     prov = Provenance("mux.go", "test")
     members = {"Router.Walk": "sym:mux.go::Router.Walk", "nodes.Swap": "sym:tree.go::nodes.Swap",
-               "Decl.name": "sym:ast.py::Decl.name", "Gson.Gson": "sym:Gson.java::Gson.Gson"}
+               "Decl.name": "sym:ast.py::Decl.name", "Gson.Gson": "sym:Gson.java::Gson.Gson",
+               "CodeWriter.CodeWriter": "sym:CodeWriter.java::CodeWriter.CodeWriter"}
     store.upsert([Node(k, q.rsplit(".", 1)[1], prov, {"symbol_kind": "method", "qualname": q}) for q, k in members.items()],
                  [], [])
     cat = Catalog.build(store)
@@ -486,6 +487,7 @@ def test_a_member_with_a_short_name_is_linked_only_when_spelt_as_code(tmp_path) 
     assert linked(cat, "How do I walk the routes?") == set()  # a plain word
     assert linked(cat, "Where is the name attribute set?") == set()  # framed, but a plain English word
     assert members["Gson.Gson"] not in linked(cat, "Which class in Gson parses JSON?")
+    assert linked(cat, "Which methods of CodeWriter emit annotations?") == set()  # the class, which is no node here
 
 
 def test_a_removed_module_that_shares_a_technologys_name_answers_which_release_removed_it(tmp_path) -> None:  # type: ignore[no-untyped-def]

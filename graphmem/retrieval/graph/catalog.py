@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from graphmem.model import CLASS_KINDS, Node, NodeKind, is_test_key
 from graphmem.stores.base import GraphStore
 
-CACHE_FORMAT = 11  # of Catalog.to_bytes: a saved catalog of another format is built again
+CACHE_FORMAT = 12  # of Catalog.to_bytes: a saved catalog of another format is built again
 FUZZY_KINDS = frozenset({NodeKind.SERVICE, NodeKind.TEAM, NodeKind.PERSON, NodeKind.ENTITY})
 # Entity types that say nothing about what an entity is (open extraction, capitalised spans).
 GENERIC_ENTITY_TYPES = frozenset({"concept", "entity", "other", "unknown", "misc", "thing"})
@@ -258,7 +258,9 @@ class Catalog:
             # "Builder.option" names the member ``Option.Builder.option`` as its owner-qualified tail.
             parts = qual.split(".")
             tails = [".".join(parts[i:]) for i in range(1, len(parts) - 1)]
-            return [qual] + tails + ([last] if len(last.lstrip("_")) >= 5 and not dunder and last != qual else [])
+            # A constructor named as its class (``CodeWriter.CodeWriter``) is named by the class.
+            own = len(last.lstrip("_")) >= 5 and not dunder and last != qual and last != parts[-2]
+            return [qual] + tails + ([last] if own else [])
         if kind is NodeKind.DECISION:
             return [f"ADR-{node.props.get('number')}", name]
         if kind is NodeKind.INCIDENT:

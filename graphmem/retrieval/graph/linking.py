@@ -286,6 +286,8 @@ def _link_members(cat: Catalog, out: dict[str, Link], raw: list[str], as_code: s
         word = raw[i]
         for owner in owners:
             key = f"{owner}.{word}"
+            if word == owner.rsplit("::", 1)[-1].rsplit(".", 1)[-1]:
+                continue  # the word names the type itself, not its constructor (``CodeWriter.CodeWriter``)
             if key in cat.nodes and cat.nodes[key][0] is NodeKind.SYMBOL:
                 members.add(key)
                 add([key], 1.0, LinkReason.NAME, f"{owner.rsplit('::', 1)[-1]}.{word}")
