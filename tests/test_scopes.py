@@ -420,3 +420,33 @@ def test_a_declaration_file_follows_the_code_it_declares(tmp_path: Path, embedde
     alone = ["sym:typings/index.d.ts::Parser", "sym:lib/help.js::Help", "sym:typings/index.d.ts::Help", "file:a.js"]
     assert declarations_after_definitions(alone) == [
         "sym:typings/index.d.ts::Parser", "sym:lib/help.js::Help", "file:a.js", "sym:typings/index.d.ts::Help"]
+
+
+def test_a_question_that_names_code_and_asks_for_nothing_else_answers_with_code_first(
+        tmp_path: Path, embedder: Any) -> None:
+    """"What does attribute_name return?" speaks of no history: the commits whose messages say
+    the same words, and their authors, come after the code."""
+    import subprocess
+
+    repo = tmp_path / "repo"
+    (repo / "lib").mkdir(parents=True)
+    env = {"GIT_AUTHOR_NAME": "T", "GIT_AUTHOR_EMAIL": "t@acme.dev", "GIT_COMMITTER_NAME": "T",
+           "GIT_COMMITTER_EMAIL": "t@acme.dev", "PATH": "/usr/bin:/bin"}
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, env=env)
+
+    git("init", "-q")
+    for i, body in enumerate(("return flag.strip('-')", "return camel(flag.strip('-'))")):
+        (repo / "lib/option.py").write_text(
+            f"def camel(text):\n    return text.title()\n\n\ndef attribute_name(flag):\n    {body}\n")
+        git("add", "-A")
+        git("commit", "-q", "-m", f"attribute_name: return the attribute name of an option flag ({i})")
+    with Graphmem(Settings(store="embedded", home=tmp_path / "home"), "plain", embedder=embedder,
+                  reranker=None) as gm:
+        gm.ingest(repo)
+        keys = gm.query("What does attribute_name return?", mode="hybrid", k=6).keys
+    assert keys[0] == "sym:lib/option.py::attribute_name", keys
+    code = [i for i, key in enumerate(keys) if key.startswith(("sym:", "file:"))]
+    events = [i for i, key in enumerate(keys) if key.startswith(("commit:", "person:", "release:"))]
+    assert events and max(code) < min(events), keys

@@ -498,7 +498,8 @@ def _scoped(order: list[str], cands: Candidates) -> list[str]:
     - what is not of the sort of thing it asks for by name ("which middleware ...");
     - what is not code when it asks where something is (documents first when it speaks of
       documentation), and what is no document when it asks for one ("which guide ...");
-    - commits, releases and people when it asks where or how something is done;
+    - commits, releases and people when it asks where or how something is done, or names code and
+      asks for nothing (no kind, no relationship, no history, no time);
     - the changelogs when it asks nothing of the project's history.
 
     When it counts a relationship ("imported by the most files"), the code counted comes first."""
@@ -531,8 +532,9 @@ def _scoped(order: list[str], cands: Candidates) -> list[str]:
     if q.answer_kinds == (NodeKind.DOCUMENT,):
         # "Which document explains authentication?": the documents, then the rest.
         order = _last(order, lambda key: kind_of(key) is not NodeKind.DOCUMENT)
-    if q.asks_place or (q.asks_way and not q.about_history):
-        order = _last(order, lambda key: kind_of(key) in _NO_PLACES)
+    plain = not (q.answer_kinds or q.about_history or q.relational or q.time.active)
+    if q.asks_place or (q.asks_way and not q.about_history) or (plain and any(key.startswith("sym:") for key in g.linked)):
+        order = _last(order, lambda key: kind_of(key) in _NO_PLACES)  # "what does X return?" asks of code
     if g.records:
         order = _last(order, lambda key: key in g.records)
     order = declarations_after_definitions(order)
