@@ -12,7 +12,7 @@ from typing import Any
 # Bumped whenever parsing changes what it records, so cached facts are not reused across versions,
 # and whenever resolution links them otherwise: a new version has every project's code extracted
 # and resolved again on its next ingest, even where no file changed.
-FACTS_VERSION = 18
+FACTS_VERSION = 19
 
 
 @dataclass(slots=True)
@@ -107,6 +107,9 @@ class FileFacts:
     extra_bases: list[list[str]] = field(default_factory=list)
     # Name the file exports as its default (JS/TS ``export default``).
     default_export: str = ""
+    # A package manifest's entry points: the subpath an importer writes ("." or "./hooks") -> the
+    # files it names, relative to the manifest ("src/index.js", "./hooks/dist/hooks.mjs").
+    entries: dict[str, list[str]] = field(default_factory=dict)
     version: int = FACTS_VERSION
 
     def to_dict(self) -> dict[str, Any]:

@@ -28,6 +28,9 @@ EXTENSIONS: dict[str, str] = {
     ".rs": "rust",
 }
 GO_MOD = "go.mod"
+# A JavaScript/TypeScript package's manifest: its name and entry points, through which the
+# project's own code imports itself ("preact/hooks", a workspace's "@acme/util").
+NPM_MANIFEST = "package.json"
 
 # language -> (grammar module, function returning the language pointer, query file stem)
 _GRAMMARS: dict[str, tuple[str, str, str]] = {
@@ -48,6 +51,7 @@ FAMILY: dict[str, str] = {
     "tsx": "js",
     "go": "go",
     "gomod": "go",
+    "npmpackage": "js",
     "java": "java",
     "rust": "rust",
 }
@@ -69,6 +73,8 @@ def language_for(path: str) -> str | None:
     name = path.rsplit("/", 1)[-1]
     if name == GO_MOD:
         return "gomod"
+    if name == NPM_MANIFEST:
+        return "npmpackage"
     dot = name.rfind(".")
     if dot <= 0 and not name.startswith("."):
         return None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -99,6 +100,9 @@ def parse_file(path: str, data: bytes) -> FileFacts:
         match = re.search(r"^\s*module\s+(\S+)", text, re.MULTILINE)
         facts.package = match.group(1).strip('"') if match else ""
         return facts
+    if language == "npmpackage":
+        facts.package, facts.entries = _npm_manifest(text)
+        return facts
     if not text.strip() or len(data) > MAX_PARSE_BYTES or looks_minified(data):
         return facts  # a version in history too (commit hunks are mapped onto symbols with this)
     # Re-encode so that byte offsets agree with the (transcoded) text.
@@ -106,6 +110,45 @@ def parse_file(path: str, data: bytes) -> FileFacts:
     tree = parser(language).parse(source)
     _FileParser(facts, source, tree).run()
     return facts
+
+
+# Fields of a package manifest that name its main entry point, the source first ("source" is the
+# bundlers' name for the unbuilt file).
+_NPM_MAIN_FIELDS = ("source", "types", "typings", "module", "main", "browser")
+
+
+def _npm_manifest(text: str) -> tuple[str, dict[str, list[str]]]:
+    """A ``package.json``'s name and entry points (see ``FileFacts.entries``); nothing for text
+    that is not such a manifest."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return "", {}
+    if not isinstance(data, dict) or not isinstance(data.get("name"), str):
+        return "", {}
+    entries: dict[str, list[str]] = {}
+
+    def collect(subpath: str, value: object) -> None:
+        # A target is a path, or conditions ("import", "types", "default") nested to any depth.
+        if isinstance(value, str) and value.strip() and "://" not in value:
+            entries.setdefault(subpath, []).append(value.strip())
+        elif isinstance(value, dict):
+            for inner in value.values():
+                collect(subpath, inner)
+        elif isinstance(value, list):
+            for inner in value:
+                collect(subpath, inner)
+
+    for key in _NPM_MAIN_FIELDS:
+        collect(".", data.get(key))
+    exports = data.get("exports")
+    if isinstance(exports, dict) and any(isinstance(k, str) and k.startswith(".") for k in exports):
+        for subpath, value in exports.items():
+            if isinstance(subpath, str) and subpath.startswith(".") and "*" not in subpath:
+                collect(subpath, value)
+    else:
+        collect(".", exports)  # a single entry, or conditions for the package's root
+    return data["name"], {subpath: list(dict.fromkeys(paths)) for subpath, paths in entries.items()}
 
 
 # --- per-file parsing ---------------------------------------------------------------------------

@@ -134,6 +134,7 @@ class ProjectIndex:
         self._index_go()
         self._index_java()
         self._index_rust()
+        self._index_npm()
         self._index_names()
 
     # --- indexes -------------------------------------------------------------------------------
@@ -156,6 +157,36 @@ class ProjectIndex:
                 rel = parts[root_len:]
                 if rel:
                     self.py_modules.setdefault(".".join(rel), path)
+
+    def _index_npm(self) -> None:
+        # Package name -> (its folder, its entry points), longest name first: "preact/hooks" is
+        # the hooks entry of "preact" unless a package is named so itself.
+        found = [(facts.package, posixpath.dirname(path), facts.entries) for path, facts in self.files.items()
+                 if facts.language == "npmpackage" and facts.package]
+        self.npm_packages = sorted(found, key=lambda item: (-len(item[0]), item[1]))
+
+    def npm_module(self, spec: str) -> str | None:
+        """The source file a bare import of the project's own package names ("preact",
+        "preact/hooks", "@acme/util/strings"): the entry its manifest gives, read back from built
+        output to source ("./hooks/dist/hooks.mjs" is hooks/src/...), else the usual places of a
+        package's source."""
+        for name, root, entries in self.npm_packages:
+            if spec != name and not spec.startswith(name + "/"):
+                continue
+            sub = spec[len(name) + 1:]
+            stems: list[str] = []
+            for target in entries.get("./" + sub if sub else ".", []):
+                stems += _source_stems(posixpath.normpath(posixpath.join(root, target)))
+            where = posixpath.join(root, sub) if sub else root
+            stems += [posixpath.join(root, "src", sub) if sub else posixpath.join(root, "src", "index"),
+                      posixpath.join(where, "src", "index"), where if sub else posixpath.join(root, "index")]
+            for stem in stems:
+                for candidate in _js_candidates(stem):
+                    if candidate in self.files and self.family.get(candidate) == "js" \
+                            and self.files[candidate].language != "npmpackage":
+                        return candidate
+            return None
+        return None
 
     def _index_go(self) -> None:
         self.go_dirs: dict[str, list[str]] = defaultdict(list)
@@ -425,7 +456,10 @@ class ProjectIndex:
                 return None, 0.0
             bases, conf = [stem], 1.0
         else:
-            # Bare specifiers are packages, unless the project maps them to its own tree.
+            # Bare specifiers are packages: the project's own by its manifest's name, else another
+            # one, unless the project maps them to its own tree.
+            if own := self.npm_module(spec):
+                return own, 0.9
             spec = spec[2:] if spec.startswith("@/") or spec.startswith("~/") else spec
             bases, conf = [prefix + spec for prefix in _ROOT_PREFIXES], 0.6
         for base in bases:
@@ -947,6 +981,25 @@ def _js_candidates(base: str) -> Iterable[str]:
         yield base + ext
     for ext in _JS_EXTENSIONS:
         yield f"{base}/index{ext}"
+
+
+# Folders of built output, and the extensions of JavaScript and TypeScript files and declarations.
+_BUILT_DIRS = frozenset({"dist", "esm", "cjs", "lib", "build", "umd", "out"})
+_SCRIPT_SUFFIX = re.compile(r"(?:\.d)?\.(?:[mc]?[jt]sx?)$")
+
+
+def _source_stems(path: str) -> list[str]:
+    """Where the source of a manifest's entry may be, without extension: the path itself, then
+    with a folder of built output read as ``src`` or left out ("hooks/dist/hooks.mjs" ->
+    "hooks/dist/hooks", "hooks/src/hooks", "hooks/hooks")."""
+    stem = _SCRIPT_SUFFIX.sub("", path)
+    parts = stem.split("/")
+    out = [stem]
+    for i, part in enumerate(parts[:-1]):
+        if part in _BUILT_DIRS:
+            out += ["/".join(parts[:i] + ["src"] + parts[i + 1:]), "/".join(parts[:i] + parts[i + 1:])]
+            break
+    return out
 
 
 # --- graph building -----------------------------------------------------------------------------

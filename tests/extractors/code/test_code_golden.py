@@ -291,6 +291,32 @@ func (b Buf) Read(p []byte) (n int, err error) { return 0, nil }
     assert nodes["sym:errors.go::Buf"]["bases"] == ["Reader"]  # its Error takes an argument
 
 
+def test_a_package_imports_itself_by_the_name_its_manifest_gives():
+    """Preact's compat layer imports the core as "preact" and the hooks as "preact/hooks": the
+    manifests' names and entry points (read back from built output to source) lead to the
+    project's own files; a package the project does not hold stays outside."""
+    from extractors.code import build_graph, parse_file
+
+    sources = {
+        "package.json": b"""{"name": "preact", "source": "src/index.js", "main": "dist/preact.js",
+          "exports": {".": "./dist/preact.mjs", "./hooks": {"import": "./hooks/dist/hooks.mjs"}}}""",
+        "src/index.js": b"export { createElement } from './create-element';\n",
+        "src/create-element.js": b"export function createElement(type, props) { return { type, props }; }\n",
+        "hooks/src/index.js": b"export function useState(initial) { return [initial, () => {}]; }\n",
+        "compat/src/index.js": b"""import { createElement } from 'preact';
+import { useState } from 'preact/hooks';
+import { render } from 'react-dom';
+export function h(type) { useState(0); render(); return createElement(type, {}); }
+""",
+    }
+    files = {path: parse_file(path, data) for path, data in sorted(sources.items())}
+    graph = build_graph(files, extractor_version="test", commit="a" * 40)
+    calls = rels(graph, RelType.CALLS)
+    assert ("sym:compat/src/index.js::h", "sym:src/create-element.js::createElement") in calls
+    assert ("sym:compat/src/index.js::h", "sym:hooks/src/index.js::useState") in calls
+    assert not any(dst.endswith("::render") for _, dst in calls)
+
+
 def test_tsx_component(project_facts):
     path = "typescript/src/components/UserCard.tsx"
     facts = project_facts[path]

@@ -172,9 +172,9 @@ def test_graph_from_cached_facts_is_identical(project_facts):
 
 
 def test_supports():
-    for path in ["a.py", "b/c.ts", "x.tsx", "m.go", "A.java", "lib.rs", "w.jsx", "go.mod", "s.mjs"]:
+    for path in ["a.py", "b/c.ts", "x.tsx", "m.go", "A.java", "lib.rs", "w.jsx", "go.mod", "s.mjs", "web/package.json"]:
         assert supports(path), path
-    for path in ["README.md", "a.pyc", "Makefile", "x.c", "go.sum"]:
+    for path in ["README.md", "a.pyc", "Makefile", "x.c", "go.sum", "package-lock.json", "tsconfig.json"]:
         assert not supports(path), path
     with pytest.raises(ValueError):
         parse_file("README.md", b"# hi")
@@ -191,6 +191,18 @@ def test_import_does_no_work():
 def test_go_mod_gives_module_path():
     facts = parse_file("svc/go.mod", b"module example.com/svc\n\ngo 1.22\n")
     assert facts.language == "gomod" and facts.package == "example.com/svc"
+
+
+def test_a_package_manifest_gives_its_name_and_entry_points_and_a_broken_one_nothing():
+    facts = parse_file("package.json", b"""{"name": "preact", "source": "src/index.js", "main": "dist/preact.js",
+      "exports": {".": {"types": "./src/index.d.ts", "default": "./dist/preact.mjs"},
+                  "./hooks": {"import": {"default": "./hooks/dist/hooks.mjs"}}, "./*": "./*"}}""")
+    assert facts.language == "npmpackage" and facts.package == "preact"
+    assert facts.entries == {".": ["src/index.js", "dist/preact.js", "./src/index.d.ts", "./dist/preact.mjs"],
+                             "./hooks": ["./hooks/dist/hooks.mjs"]}
+    for broken in (b"{not json", b"[1, 2]", b'{"version": "1.0.0"}', b"\xff\xfe"):
+        facts = parse_file("package.json", broken)
+        assert (facts.package, facts.entries) == ("", {}), broken
 
 
 @pytest.mark.slow
