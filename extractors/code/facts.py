@@ -12,7 +12,7 @@ from typing import Any
 # Bumped whenever parsing changes what it records, so cached facts are not reused across versions,
 # and whenever resolution links them otherwise: a new version has every project's code extracted
 # and resolved again on its next ingest, even where no file changed.
-FACTS_VERSION = 19
+FACTS_VERSION = 20
 
 
 @dataclass(slots=True)

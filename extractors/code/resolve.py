@@ -1169,6 +1169,7 @@ _GO_STD_INTERFACES: tuple[tuple[str, str, str], ...] = (
     ("Write", "([]byte)(int,error)", "Writer"),
     ("Close", "()error", "Closer"),
 )
+_GO_STD_METHOD = {iface: name for name, _, iface in _GO_STD_INTERFACES}  # interface -> its one method
 _GO_METHOD = re.compile(r"func\s*\([^)]*\)\s*(\w+)\s*(.*)$", re.S)
 _GO_PARAM_NAME = re.compile(r"(?<=[(,])\s*\w+\s+(?=[\w*\[.])")
 
@@ -1223,13 +1224,22 @@ def go_implementations(index: ProjectIndex) -> list[tuple[Target, Target]]:
     where = {target: place for place, target in interfaces}
 
     def method_set(iface: Target, seen: frozenset[Target] = frozenset()) -> set[str] | None:
-        """The interface's method names; None when it embeds one from outside the project
-        (``io.Writer``), whose methods are unknown."""
+        """The interface's method names; None when it embeds one from outside the project whose
+        methods are unknown (the standard ones of ``_GO_STD_INTERFACES`` are known: ``io.Writer``)."""
         bases = index.bases(iface)
         symbol = index.symbol(iface)
-        if symbol is None or len(bases) < len(symbol.bases) or any(base not in where for base in bases):
+        if symbol is None or any(base not in where for base in bases):
             return None
         names = set(methods.get(where[iface], ()))
+        if len(bases) < len(symbol.bases):
+            resolved = {base.qualname for base in bases}
+            for text in symbol.bases:
+                last = text.rsplit(".", 1)[-1]
+                if last in resolved:
+                    continue
+                if (method := _GO_STD_METHOD.get(last)) is None:
+                    return None
+                names.add(method)
         for base in bases:
             if base not in seen:
                 inherited = method_set(base, seen | {iface})

@@ -317,6 +317,46 @@ export function h(type) { useState(0); render(); return createElement(type, {});
     assert not any(dst.endswith("::render") for _, dst in calls)
 
 
+def test_a_go_interface_that_embeds_standard_ones_is_implemented_by_their_methods():
+    """``ReadCloser`` embeds ``io.Reader`` and ``io.Closer``, whose one method each Go's standard
+    library fixes: ``File`` has both and implements it. An interface that embeds one whose
+    methods are unknown (``json.Marshaler``) is implemented by nothing graphmem can tell."""
+    from extractors.code import build_graph, parse_file
+
+    sources = {
+        "go.mod": b"module github.com/acme/store\n\ngo 1.21\n",
+        "store.go": b"""package store
+
+import (
+\t"encoding/json"
+\t"io"
+)
+
+type ReadCloser interface {
+\tio.Reader
+\tio.Closer
+}
+
+type Document interface {
+\tjson.Marshaler
+\tClose() error
+}
+
+type File struct{}
+
+func (f *File) Read(p []byte) (int, error) { return 0, nil }
+
+func (f *File) Close() error { return nil }
+
+func (f *File) MarshalJSON() ([]byte, error) { return nil, nil }
+""",
+    }
+    files = {path: parse_file(path, data) for path, data in sorted(sources.items())}
+    inherits = rels(build_graph(files, extractor_version="test", commit="a" * 40), RelType.INHERITS)
+    assert ("sym:store.go::File", "sym:store.go::ReadCloser") in inherits
+    assert ("sym:store.go::File", "sym:store.go::Document") not in inherits
+
+
 def test_tsx_component(project_facts):
     path = "typescript/src/components/UserCard.tsx"
     facts = project_facts[path]
