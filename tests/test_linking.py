@@ -708,3 +708,20 @@ def test_a_name_the_project_shares_with_test_code_names_the_projects_own(tmp_pat
     assert linked(cat, "What does the command decorator call?") == {own}
     assert linked(cat, "Which test helper is named `command`?") == {own, helper}
     assert linked(cat, "What does make_runner return?") == {only}
+
+
+def test_a_definition_written_after_its_modules_name_is_named(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """"termui.prompt" is the function ``prompt`` of the module ``termui`` (``src/click/termui.py``),
+    not the ``prompt`` of another module; a dotted word naming no module's definition links nothing."""
+    store = EmbeddedStore(tmp_path / "home", "modules")
+    prov = Provenance("src", "test")
+    store.upsert([Node("file:src/click/termui.py", "src/click/termui.py", prov, {}),
+                  Node("file:src/click/core.py", "src/click/core.py", prov, {}),
+                  Node("sym:src/click/termui.py::prompt", "prompt", prov, {"symbol_kind": "function", "qualname": "prompt"}),
+                  Node("sym:src/click/core.py::Option.prompt", "Option.prompt", prov,
+                       {"symbol_kind": "method", "qualname": "Option.prompt"})], [], [])
+    cat = Catalog.build(store)
+    store.close()
+    assert linked(cat, "What functions does termui.prompt call?") == {"sym:src/click/termui.py::prompt"}
+    assert linked(cat, "What does core.Option.prompt do?") == {"sym:src/click/core.py::Option.prompt"}
+    assert linked(cat, "What does termui.confirm call?") == set()

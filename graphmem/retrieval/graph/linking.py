@@ -201,6 +201,18 @@ def link(cat: Catalog, q: Question, config: LinkConfig, *, names: tuple[list[str
                 claim(i, size, keys, " ".join(raw[i:i + size]))
     link_names(cat.by_name)
     link_modules(cat.modules)
+    # A definition written after its module's name ("termui.prompt", "sessions.SessionMiddleware"):
+    # the module named so, and the definition of that name in it.
+    for i, word in enumerate(raw):
+        if used[i] or "." not in word or i in clitic:
+            continue
+        parts = word.split(".")
+        for cut in range(len(parts) - 1, 0, -1):
+            module, rest = ".".join(parts[:cut]), ".".join(parts[cut:])
+            keys = {f"sym:{path[5:]}::{rest}" for path in cat.modules.get(module, ())} & cat.nodes.keys()
+            if keys:
+                claim(i, 1, keys, word)
+                break
     # A member whose name is too short to link alone ("Walk", "Get"): spelt exactly so and written
     # as code, the word names it ("the Walk method", "what does Match call").
     for i in sorted(as_code):
