@@ -450,3 +450,24 @@ def test_a_question_that_names_code_and_asks_for_nothing_else_answers_with_code_
     code = [i for i, key in enumerate(keys) if key.startswith(("sym:", "file:"))]
     events = [i for i, key in enumerate(keys) if key.startswith(("commit:", "person:", "release:"))]
     assert events and max(code) < min(events), keys
+
+
+def test_a_question_for_functions_answers_with_functions_before_files(tmp_path: Path, embedder: Any) -> None:
+    """A module's top-level code that calls ``flush_queue`` is a caller, but no function: "which
+    function calls flush_queue ...?" puts every file after the code it found."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "queue.py").write_text("def flush_queue(items):\n    return list(items)\n")
+    (repo / "worker.py").write_text(
+        "from queue import flush_queue\n\n\ndef drain(items):\n    return flush_queue(items)\n")
+    (repo / "boot.py").write_text('"""Boots the service: flushes the queue when the service boots."""\n'
+                                  "from queue import flush_queue\n\nflush_queue([])\n")
+    with Graphmem(Settings(store="embedded", home=tmp_path / "home"), "funcs", embedder=embedder,
+                  reranker=None) as gm:
+        gm.ingest(repo)
+        keys = gm.query("Which function calls flush_queue when the service boots?", mode="hybrid", k=8).keys
+        what = gm.query("What calls flush_queue when the service boots?", mode="hybrid", k=8).keys
+    assert keys[0] == "sym:worker.py::drain", keys
+    files = [i for i, key in enumerate(keys) if key.startswith("file:")]
+    assert files and max(i for i, key in enumerate(keys) if key.startswith("sym:")) < min(files), keys
+    assert what.index("file:boot.py") < what.index("sym:queue.py::flush_queue"), what  # a caller all the same

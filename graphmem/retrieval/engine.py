@@ -493,7 +493,8 @@ def _scoped(order: list[str], cands: Candidates) -> list[str]:
       for tests, and test code when it asks for code, or where something is, and speaks of no
       tests;
     - functions and methods after the types when it opens by asking for a type ("which class
-      ..."), among the places the symbols held;
+      ..."), among the places the symbols held; files after the rest when it opens by asking for
+      functions (a file's module-level code is no function);
     - what is no member of the type whose members it asks for ("which methods of Client ...");
     - what is not of the sort of thing it asks for by name ("which middleware ...");
     - what is not code when it asks where something is (documents first when it speaks of
@@ -521,6 +522,8 @@ def _scoped(order: list[str], cands: Candidates) -> list[str]:
         order = list(order)
         for i, key in zip(places, symbols):
             order[i] = key
+    if q.asks_callable and q.opens_asking:
+        order = _last(order, lambda key: key.startswith("file:"))  # "which functions ...": a file is none
     if g.owners:
         order = _last(order, lambda key: not any(key.startswith(owner + ".") for owner in g.owners))
     if g.sort:
