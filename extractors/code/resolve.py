@@ -1183,23 +1183,30 @@ def _go_shape(signature: str) -> tuple[str, str] | None:
     return m.group(1), re.sub(r"\s+", "", _GO_PARAM_NAME.sub("", m.group(2)))
 
 
+def _go_definitions(index: ProjectIndex) -> Iterator[tuple[str, str, str, str, SymbolFact]]:
+    """``(directory, package, path, qualified name, symbol)`` of every Go definition: a package is
+    its directory's files of one package name, so a type's methods may lie in any of them."""
+    for directory, paths in index.go_dirs.items():
+        for path in paths:
+            package = index.files[path].package
+            for qual, symbol in index.symbols.get(path, {}).items():
+                yield directory, package, path, qual, symbol
+
+
 def go_std_interfaces(index: ProjectIndex) -> dict[Target, list[str]]:
     """The standard interfaces (``_GO_STD_INTERFACES``) each Go type of the project satisfies,
     through its methods in any file of its package."""
     wanted = {(name, shape): iface for name, shape, iface in _GO_STD_INTERFACES}
     found: dict[tuple[str, str, str], set[str]] = defaultdict(set)  # (dir, package, type) -> interfaces
     types: dict[tuple[str, str, str], list[Target]] = defaultdict(list)
-    for directory, paths in index.go_dirs.items():
-        for path in paths:
-            package = index.files[path].package
-            for qual, symbol in index.symbols.get(path, {}).items():
-                owner, dot, name = qual.partition(".")
-                if dot and "." not in name and symbol.kind == "method":
-                    shape = _go_shape(symbol.signature or "")
-                    if shape is not None and (iface := wanted.get(shape)):
-                        found[(directory, package, owner)].add(iface)
-                elif not dot and symbol.kind in ("struct", "type"):
-                    types[(directory, package, qual)].append(Target(path, qual))
+    for directory, package, path, qual, symbol in _go_definitions(index):
+        owner, dot, name = qual.partition(".")
+        if dot and "." not in name and symbol.kind == "method":
+            shape = _go_shape(symbol.signature or "")
+            if shape is not None and (iface := wanted.get(shape)):
+                found[(directory, package, owner)].add(iface)
+        elif not dot and symbol.kind in ("struct", "type"):
+            types[(directory, package, qual)].append(Target(path, qual))
     return {target: sorted(ifaces) for place, ifaces in found.items() for target in types.get(place, ())}
 
 
@@ -1210,17 +1217,14 @@ def go_implementations(index: ProjectIndex) -> list[tuple[Target, Target]]:
     methods: dict[tuple[str, str, str], set[str]] = defaultdict(set)  # (dir, package, type) -> names
     types: list[tuple[tuple[str, str, str], Target]] = []
     interfaces: list[tuple[tuple[str, str, str], Target]] = []
-    for directory, paths in index.go_dirs.items():
-        for path in paths:
-            package = index.files[path].package
-            for qual, symbol in index.symbols.get(path, {}).items():
-                owner, dot, name = qual.partition(".")
-                if dot and "." not in name and symbol.kind == "method":
-                    methods[(directory, package, owner)].add(name)
-                elif not dot and symbol.kind == "interface":
-                    interfaces.append(((directory, package, qual), Target(path, qual)))
-                elif not dot and symbol.kind in ("struct", "type"):
-                    types.append(((directory, package, qual), Target(path, qual)))
+    for directory, package, path, qual, symbol in _go_definitions(index):
+        owner, dot, name = qual.partition(".")
+        if dot and "." not in name and symbol.kind == "method":
+            methods[(directory, package, owner)].add(name)
+        elif not dot and symbol.kind == "interface":
+            interfaces.append(((directory, package, qual), Target(path, qual)))
+        elif not dot and symbol.kind in ("struct", "type"):
+            types.append(((directory, package, qual), Target(path, qual)))
     where = {target: place for place, target in interfaces}
 
     def method_set(iface: Target, seen: frozenset[Target] = frozenset()) -> set[str] | None:
