@@ -115,6 +115,7 @@ def parse_file(path: str, data: bytes) -> FileFacts:
 # Fields of a package manifest that name its main entry point, the source first ("source" is the
 # bundlers' name for the unbuilt file).
 _NPM_MAIN_FIELDS = ("source", "types", "typings", "module", "main", "browser")
+_NPM_MAX_DEPTH = 8  # conditions nest a few levels ("import" > "types" > "default"); deeper is no manifest
 
 
 def _npm_manifest(text: str) -> tuple[str, dict[str, list[str]]]:
@@ -122,22 +123,19 @@ def _npm_manifest(text: str) -> tuple[str, dict[str, list[str]]]:
     that is not such a manifest."""
     try:
         data = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser goes
         return "", {}
     if not isinstance(data, dict) or not isinstance(data.get("name"), str):
         return "", {}
     entries: dict[str, list[str]] = {}
 
-    def collect(subpath: str, value: object) -> None:
+    def collect(subpath: str, value: object, depth: int = 0) -> None:
         # A target is a path, or conditions ("import", "types", "default") nested to any depth.
         if isinstance(value, str) and value.strip() and "://" not in value:
             entries.setdefault(subpath, []).append(value.strip())
-        elif isinstance(value, dict):
-            for inner in value.values():
-                collect(subpath, inner)
-        elif isinstance(value, list):
-            for inner in value:
-                collect(subpath, inner)
+        elif isinstance(value, (dict, list)) and depth < _NPM_MAX_DEPTH:
+            for inner in value.values() if isinstance(value, dict) else value:
+                collect(subpath, inner, depth + 1)
 
     for key in _NPM_MAIN_FIELDS:
         collect(".", data.get(key))

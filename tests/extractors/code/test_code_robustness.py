@@ -200,7 +200,9 @@ def test_a_package_manifest_gives_its_name_and_entry_points_and_a_broken_one_not
     assert facts.language == "npmpackage" and facts.package == "preact"
     assert facts.entries == {".": ["src/index.js", "dist/preact.js", "./src/index.d.ts", "./dist/preact.mjs"],
                              "./hooks": ["./hooks/dist/hooks.mjs"]}
-    for broken in (b"{not json", b"[1, 2]", b'{"version": "1.0.0"}', b"\xff\xfe"):
+    deep = b'{"name": "x", "exports": ' + b'{"a": ' * 500 + b'"./x.js"' + b"}" * 500 + b"}"
+    assert parse_file("package.json", deep).entries == {}  # conditions nested past any real manifest
+    for broken in (b"{not json", b"[1, 2]", b'{"version": "1.0.0"}', b"\xff\xfe", b"[" * 200_000 + b"]" * 200_000):
         facts = parse_file("package.json", broken)
         assert (facts.package, facts.entries) == ("", {}), broken
 
