@@ -209,7 +209,7 @@ def link(cat: Catalog, q: Question, config: LinkConfig, *, names: tuple[list[str
         parts = word.split(".")
         for cut in range(len(parts) - 1, 0, -1):
             module, rest = ".".join(parts[:cut]), ".".join(parts[cut:])
-            keys = {f"sym:{path[5:]}::{rest}" for path in cat.modules.get(module, ())} & cat.nodes.keys()
+            keys = {key for path in cat.modules.get(module, ()) if (key := f"sym:{path[5:]}::{rest}") in cat.nodes}
             if keys:
                 claim(i, 1, keys, word)
                 break
