@@ -501,7 +501,8 @@ def _scoped(order: list[str], cands: Candidates) -> list[str]:
       documentation), and what is no document when it asks for one ("which guide ...");
     - commits, releases and people when it asks where or how something is done, or names code and
       asks for nothing (no kind, no relationship, no history, no time);
-    - the changelogs when it asks nothing of the project's history.
+    - the changelogs when it asks nothing of the project's history;
+    - a declaration file's symbol when the definition it declares is in ``order`` too.
 
     When it counts a relationship ("imported by the most files"), the code counted comes first."""
     g = cands.graph
