@@ -286,6 +286,14 @@ def test_resolving_is_fixing_only_where_the_question_speaks_of_trouble_or_work()
         assert not {RelType.RESOLVED_BY, RelType.AUTHORED} & set(parse_question(text, REF).rel_types), text
 
 
+def test_a_call_after_an_article_is_a_noun_not_the_relationship() -> None:
+    for text in ("How does the express adapter turn a request into a tRPC call?", "What happens on each call to fetch?"):
+        assert RelType.CALLS not in parse_question(text, REF).rel_types, text
+    for text in ("What does a Router call when it matches?", "Which functions does parse call?",
+                 "Which functions reach RouteContext() through one intermediate call?"):
+        assert RelType.CALLS in parse_question(text, REF).rel_types, text
+
+
 def test_implementing_behaviour_is_no_inheritance() -> None:
     for text in ("Which function implements retry logic?", "Which transport implements HTTP/2?",
                  "Where does commons-cli implement setLeftPadding()?", "Where do we implement parseArgs?",

@@ -219,6 +219,10 @@ _PATH_SEPARATOR = re.compile(r"(?<=[A-Za-z0-9_])::(?=[A-Za-z_#$])")
 _DOTTED_NAME = re.compile(r"[A-Za-z_#$][\w#$]*(?:\.[A-Za-z_#$][\w#$]*)+")
 _ASKER_CALLS = re.compile(r"\b(?:do|does|did|should|must|can|could|would|will|shall)\s+(?:I|we|you)\s+"
                           r"(?:(?:\w+\s+){0,6}?to\s+)?(call|invoke)\b", re.IGNORECASE)
+# "Call" as a noun after an article or a word that counts ("turn a request into a tRPC call", "on
+# each call to fetch"): one call made, no relationship asked about.
+_A_CALL = re.compile(r"(?<!\bdo\s)(?<!\bdoes\s)(?<!\bdid\s)\b(?:a|an|each|every|one|per|single)\s+(?:[\w-]+\s+)?(call)\b",
+                     re.IGNORECASE)  # not "what does a Router call"
 _IN_FORCE = re.compile(r"\bin (?:force|effect)\b|\bcurrent(?:ly)?\b|\bstill (?:valid|appl(?:y|ies)|holds?|stands?)\b",
                        re.IGNORECASE)
 _FIRST = re.compile(r"\b(first|earliest|oldest)\s+(incident|outage|commit|change|decision|adr)s?\b", re.IGNORECASE)
@@ -682,6 +686,7 @@ def parse_question(text: str, now: datetime | None = None, *, sessions: bool = F
     q.asks_creation = creation and not q.asks_removal
     history = q.asks_change or q.asks_creation
     rel_text = _ASKER_CALLS.sub(lambda m: m.group(0)[:m.start(1) - m.start()] + " " * len(m.group(1)), code_masked)
+    rel_text = _A_CALL.sub(lambda m: m.group(0)[:m.start(1) - m.start()] + " " * len(m.group(1)), rel_text)
     main = _main_clause(rel_text)
     main_types: set[RelType] = set()
     # An edit word leads to the commits that made an edit only in a question about history, one
