@@ -327,8 +327,7 @@ def is_test_path(path: str) -> bool:
 def is_declaration_key(key: str) -> bool:
     """Whether a symbol is declared in a TypeScript declaration file (``typings/index.d.ts``):
     its types and signatures, without the code that does the work."""
-    path = path_of_key(key) if key.startswith("sym:") else None
-    return bool(path) and path.endswith((".d.ts", ".d.mts", ".d.cts"))
+    return key.startswith("sym:") and key[4:].partition("::")[0].endswith((".d.ts", ".d.mts", ".d.cts"))
 
 
 # A test module written inside a source file (Rust's ``#[cfg(test)] mod tests``).

@@ -725,3 +725,17 @@ def test_a_definition_written_after_its_modules_name_is_named(tmp_path) -> None:
     assert linked(cat, "What functions does termui.prompt call?") == {"sym:src/click/termui.py::prompt"}
     assert linked(cat, "What does core.Option.prompt do?") == {"sym:src/click/core.py::Option.prompt"}
     assert linked(cat, "What does termui.confirm call?") == set()
+
+
+def test_a_constructor_named_as_its_class_is_not_linked_by_the_class_name(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """"Which methods of CodeWriter …" names the class ``CodeWriter``; its constructor
+    ``CodeWriter.CodeWriter`` is neither named by that word nor linked as the class's member."""
+    store = EmbeddedStore(tmp_path / "home", "constructors")
+    prov = Provenance("CodeWriter.java", "test")
+    keys = {q: f"sym:CodeWriter.java::{q}" for q in ("CodeWriter", "CodeWriter.CodeWriter", "CodeWriter.emitAnnotations")}
+    store.upsert([Node(k, q.rsplit(".", 1)[-1], prov, {"symbol_kind": "class" if q == "CodeWriter" else "method",
+                                                       "qualname": q}) for q, k in keys.items()], [], [])
+    cat = Catalog.build(store)
+    store.close()
+    assert keys["CodeWriter.CodeWriter"] not in linked(cat, "Which methods of CodeWriter emit annotations?")
+    assert keys["CodeWriter"] in linked(cat, "Which methods of CodeWriter emit annotations?")

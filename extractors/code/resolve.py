@@ -180,7 +180,7 @@ class ProjectIndex:
             where = posixpath.join(root, sub) if sub else root
             stems += [posixpath.join(root, "src", sub) if sub else posixpath.join(root, "src", "index"),
                       posixpath.join(where, "src", "index"), where if sub else posixpath.join(root, "index")]
-            for stem in stems:
+            for stem in dict.fromkeys(stems):
                 for candidate in _js_candidates(stem):
                     if candidate in self.files and self.family.get(candidate) == "js" \
                             and self.files[candidate].language != "npmpackage":

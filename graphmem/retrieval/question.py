@@ -656,6 +656,11 @@ _INSIDE_NAME = re.compile(r"\b(?:in|under|within|inside)\s+the\s+[`'\"]?([\w.-]+
                           r"(?:sub)?(?:package|module|director(?:y|ies)|folder)\b", re.IGNORECASE)
 
 
+def _blank_verb(m: re.Match[str]) -> str:
+    """The match with its first group (a "call" that asks for no relationship) blanked out."""
+    return m.group(0)[:m.start(1) - m.start()] + " " * len(m.group(1)) + m.group(0)[m.end(1) - m.start():]
+
+
 def parse_question(text: str, now: datetime | None = None, *, sessions: bool = False) -> Question:
     """Read ``text`` (see the module docstring); ``now`` anchors "last month" and the like;
     ``sessions``: the project holds agent sessions, so "which sessions ..." asks for them."""
@@ -685,8 +690,7 @@ def parse_question(text: str, now: datetime | None = None, *, sessions: bool = F
     q.asks_change = (_history_words(words, _CHANGE_WORDS, asks_commit) or q.asks_removal) and not creation
     q.asks_creation = creation and not q.asks_removal
     history = q.asks_change or q.asks_creation
-    rel_text = _ASKER_CALLS.sub(lambda m: m.group(0)[:m.start(1) - m.start()] + " " * len(m.group(1)), code_masked)
-    rel_text = _A_CALL.sub(lambda m: m.group(0)[:m.start(1) - m.start()] + " " * len(m.group(1)), rel_text)
+    rel_text = _A_CALL.sub(_blank_verb, _ASKER_CALLS.sub(_blank_verb, code_masked))
     main = _main_clause(rel_text)
     main_types: set[RelType] = set()
     # An edit word leads to the commits that made an edit only in a question about history, one

@@ -232,9 +232,8 @@ class Catalog:
         """A member's last name that ``_own_names`` leaves out for being short (not a dunder)."""
         qual = str(node.props.get("qualname") or node.name or "")
         owner, _, last = qual.rpartition(".")
-        # Not a constructor named as its class (``Gson.Gson``): the class's name links the class.
         if not owner or not last.strip("_") or len(last.lstrip("_")) >= 5 or last.startswith("__") \
-                or last == owner.rsplit(".", 1)[-1]:
+                or is_constructor(qual):
             return None
         return last
 
@@ -258,8 +257,7 @@ class Catalog:
             # "Builder.option" names the member ``Option.Builder.option`` as its owner-qualified tail.
             parts = qual.split(".")
             tails = [".".join(parts[i:]) for i in range(1, len(parts) - 1)]
-            # A constructor named as its class (``CodeWriter.CodeWriter``) is named by the class.
-            own = len(last.lstrip("_")) >= 5 and not dunder and last != qual and last != parts[-2]
+            own = len(last.lstrip("_")) >= 5 and not dunder and last != qual and not is_constructor(qual)
             return [qual] + tails + ([last] if own else [])
         if kind is NodeKind.DECISION:
             return [f"ADR-{node.props.get('number')}", name]
@@ -303,6 +301,13 @@ _BRACKETED = re.compile(r"<[^<>]*>|\[[^\[\]]*\]")
 
 def _type_name(node: Node) -> str:
     return str(node.props.get("qualname") or node.name or "").rsplit(".", 1)[-1]
+
+
+def is_constructor(qual: str) -> bool:
+    """Whether a qualified name is a constructor named as its class (``Gson.Gson``,
+    ``CodeWriter.CodeWriter``): the class's name names the class, not it."""
+    owner, _, last = qual.rpartition(".")
+    return bool(owner) and last == owner.rsplit(".", 1)[-1]
 
 
 def spelt_as(keys: Iterable[str], name: str) -> set[str]:

@@ -15,7 +15,8 @@ import numpy as np
 
 from graphmem.model import NodeKind, is_test_key
 from graphmem.retrieval.config import LinkConfig
-from graphmem.retrieval.graph.catalog import IDENT_LIKE, STOP, WORD, Catalog, common_noun, singular, spelt_as, words_of
+from graphmem.retrieval.graph.catalog import (IDENT_LIKE, STOP, WORD, Catalog, common_noun, is_constructor, singular,
+                                              spelt_as, words_of)
 from graphmem.retrieval.question import Question
 
 
@@ -298,9 +299,7 @@ def _link_members(cat: Catalog, out: dict[str, Link], raw: list[str], as_code: s
         word = raw[i]
         for owner in owners:
             key = f"{owner}.{word}"
-            if word == owner.rsplit("::", 1)[-1].rsplit(".", 1)[-1]:
-                continue  # the word names the type itself, not its constructor (``CodeWriter.CodeWriter``)
-            if key in cat.nodes and cat.nodes[key][0] is NodeKind.SYMBOL:
+            if key in cat.nodes and cat.nodes[key][0] is NodeKind.SYMBOL and not is_constructor(key.rsplit("::", 1)[-1]):
                 members.add(key)
                 add([key], 1.0, LinkReason.NAME, f"{owner.rsplit('::', 1)[-1]}.{word}")
     if not members:

@@ -48,8 +48,7 @@ def implementers_of_outside_bases(cat: Catalog, q: Question) -> set[str]:
         return set()
     keys: set[str] = set()
     for name in _NAME.findall(q.text):
-        own = spelt_as(cat.by_name.get((singular(name.lower()),), ()), name) & cat.types
-        if name in cat.implementers and not own:
+        if name in cat.implementers and not spelt_as(cat.by_name.get((singular(name.lower()),), ()), name) & cat.types:
             keys |= cat.implementers[name]
     return keys if q.asks_tests else {key for key in keys if not is_test_key(key)}
 
